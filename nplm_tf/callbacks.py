@@ -1,0 +1,116 @@
+"""Keras callbacks that keep training resumable and its record exact."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+
+import keras
+import tensorflow as tf
+
+from nplm_tf import evaluate_lib
+
+HISTORY_FILE = "history.json"
+BEST_WEIGHTS = "best.weights.h5"
+
+
+def write_json(path: str, value) -> None:
+    """Writes atomically: a crash never leaves a half-written file behind."""
+    tmp = path + ".tmp"
+    with open(tmp, "w", encoding="utf-8") as f:
+        json.dump(value, f, indent=2, sort_keys=True)
+        f.write("\n")
+    os.replace(tmp, path)
+
+
+def read_history(model_dir: str) -> dict[int, dict]:
+    path = os.path.join(model_dir, HISTORY_FILE)
+    if not os.path.isfile(path):
+        return {}
+    with open(path, encoding="utf-8") as f:
+        return {int(k): v for k, v in json.load(f).items()}
+
+
+class EpochSeed(keras.callbacks.Callback):
+    """Tells the input pipeline which epoch starts, so its shuffle is a function of it."""
+
+    def __init__(self, epoch: tf.Variable):
+        super().__init__()
+        self.epoch = epoch
+
+    def on_epoch_begin(self, epoch, logs=None):
+        self.epoch.assign(epoch)
+
+
+class ValidationRecorder(keras.callbacks.Callback):
+    """Adds the exact validation perplexity to the logs and records each epoch.
+
+    The record (`history.json`: train loss, valid perplexity, seconds,
+    tokens/s, learning rate) is keyed by epoch, so an epoch re-run after a
+    resume overwrites its own entry. The best-by-validation weights are
+    written (atomically) before the record that names them, so a crash between
+    the two never leaves a record claiming weights that were not saved.
+    Callbacks after this one see `val_perplexity` in the logs.
+    """
+
+    def __init__(self, model_dir: str, valid_dataset: tf.data.Dataset, train_tokens: int, unk_id: int):
+        super().__init__()
+        self.model_dir = model_dir
+        self.valid_dataset = valid_dataset
+        self.train_tokens = train_tokens
+        self.unk_id = unk_id
+        self._batch_nll = None
+
+    def on_epoch_begin(self, epoch, logs=None):
+        self._start = time.perf_counter()
+
+    def on_epoch_end(self, epoch, logs=None):
+        seconds = time.perf_counter() - self._start
+        if self._batch_nll is None:
+            self._batch_nll = evaluate_lib.nll_function(self.model)
+        valid = evaluate_lib.score(self.model, self.valid_dataset, self.unk_id, batch_nll=self._batch_nll)
+        logs["val_perplexity"] = valid.perplexity
+        history = read_history(self.model_dir)
+        others = [h["valid_perplexity"] for e, h in history.items() if e != epoch]
+        if not others or valid.perplexity < min(others):
+            path = os.path.join(self.model_dir, BEST_WEIGHTS)
+            tmp = path.replace(".weights.h5", ".tmp.weights.h5")
+            self.model.save_weights(tmp)
+            os.replace(tmp, path)
+        history[epoch] = {
+            "epoch": epoch + 1,
+            "train_loss": float(logs.get("loss", float("nan"))),
+            "valid_perplexity": valid.perplexity,
+            "seconds": seconds,
+            "tokens_per_second": self.train_tokens / seconds,
+            "learning_rate": float(keras.ops.convert_to_numpy(self.model.optimizer.learning_rate)),
+        }
+        write_json(os.path.join(self.model_dir, HISTORY_FILE), {str(k): v for k, v in sorted(history.items())})
+        print(
+            f"epoch {epoch + 1}: valid perplexity {valid.perplexity:.2f}, "
+            f"{self.train_tokens / seconds:,.0f} tokens/s",
+            flush=True,
+        )
+
+
+class ResumableEarlyStopping(keras.callbacks.Callback):
+    """Stops after `patience` epochs without a better valid perplexity.
+
+    Unlike `keras.callbacks.EarlyStopping`, its state is the recorded history,
+    so a resumed run stops at the same epoch as an uninterrupted one.
+    """
+
+    def __init__(self, model_dir: str, patience: int):
+        super().__init__()
+        self.model_dir = model_dir
+        self.patience = patience
+
+    def on_epoch_end(self, epoch, logs=None):
+        history = read_history(self.model_dir)
+        done = [history[e]["valid_perplexity"] for e in sorted(history) if e <= epoch]
+        best = min(range(len(done)), key=done.__getitem__)
+        if len(done) - 1 - best >= self.patience:
+            print(f"stopping early: no better valid perplexity for {self.patience} epochs", flush=True)
+            self.model.stop_training = True
+

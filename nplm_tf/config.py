@@ -1,0 +1,97 @@
+"""The one frozen configuration every library module of nplm_tf takes.
+
+Binaries turn flags into a `Config`; libraries never read flags. Field comments
+carry the symbol of Bengio et al. (2003) each field stands for.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from typing import Any
+
+OPTIMIZERS = ("sgd", "adam")
+PRECISIONS = ("float32", "mixed_bfloat16")
+
+# Fields that may differ when a run resumes in an existing model directory.
+RESUMABLE_FIELDS = ("epochs", "patience")
+
+
+class ConfigError(ValueError):
+    """A configuration value is out of range; the message says which and why."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Config:
+    """Model, data and training settings (defaults: the paper's MLP9 shape)."""
+
+    order: int = 5  # n: the model sees the n-1 previous words
+    feature_dim: int = 30  # m: features per word, C is |V| x m
+    hidden_dim: int = 100  # h: tanh hidden units, H is h x (n-1)m
+    direct: bool = False  # W: direct connections from x to the output
+    min_count: int = 4  # words seen fewer times in train map to <unk>
+    epochs: int = 8
+    batch_size: int = 256
+    optimizer: str = "adam"  # "sgd" (eps_t = eps_0 / (1 + r t)) or "adam"
+    learning_rate: float = 1e-3  # eps_0
+    lr_decay: float = 1e-4  # r, per step
+    weight_decay: float = 1e-6  # lambda on H, U, W and the C rows in the window
+    precision: str = "mixed_bfloat16"  # compute dtype; softmax always float32
+    shuffle_buffer: int = 100_000  # windows mixed before batching
+    patience: int = 2  # epochs without a better valid perplexity before stopping
+    seed: int = 1234
+
+    def __post_init__(self) -> None:
+        _check(self.order >= 2, "order", self.order, "must be at least 2 (n-1 >= 1 context word)")
+        _check(self.feature_dim > 0, "feature_dim", self.feature_dim, "must be positive")
+        _check(self.hidden_dim > 0, "hidden_dim", self.hidden_dim, "must be positive")
+        _check(self.min_count >= 1, "min_count", self.min_count, "must be at least 1")
+        _check(self.epochs >= 1, "epochs", self.epochs, "must be at least 1")
+        _check(self.batch_size >= 1, "batch_size", self.batch_size, "must be at least 1")
+        _check(self.optimizer in OPTIMIZERS, "optimizer", self.optimizer, f"must be one of {OPTIMIZERS}")
+        _check(self.learning_rate > 0, "learning_rate", self.learning_rate, "must be positive")
+        _check(self.lr_decay >= 0, "lr_decay", self.lr_decay, "must be >= 0")
+        _check(self.weight_decay >= 0, "weight_decay", self.weight_decay, "must be >= 0")
+        _check(self.precision in PRECISIONS, "precision", self.precision, f"must be one of {PRECISIONS}")
+        _check(self.shuffle_buffer >= 1, "shuffle_buffer", self.shuffle_buffer, "must be at least 1")
+        _check(self.patience >= 1, "patience", self.patience, "must be at least 1")
+
+    @property
+    def context_size(self) -> int:
+        """n - 1, the number of words the model conditions on."""
+        return self.order - 1
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, values: dict[str, Any]) -> "Config":
+        known = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(set(values) - known)
+        if unknown:
+            raise ConfigError(f"unknown config field(s) {unknown}; known fields are {sorted(known)}.")
+        return cls(**values)
+
+    @classmethod
+    def from_json(cls, path: str) -> "Config":
+        try:
+            with open(path, encoding="utf-8") as f:
+                values = json.load(f)
+        except FileNotFoundError:
+            raise ConfigError(f"config file {path} does not exist.") from None
+        except json.JSONDecodeError as e:
+            raise ConfigError(f"config file {path} is not valid JSON ({e}).") from None
+        return cls.from_dict(values)
+
+    def replace(self, **changes: Any) -> "Config":
+        return dataclasses.replace(self, **changes)
+
+    def differences(self, other: "Config") -> list[str]:
+        """Names of the fields that differ, other than those a resume may change."""
+        mine, theirs = self.to_dict(), other.to_dict()
+        return [k for k in mine if k not in RESUMABLE_FIELDS and mine[k] != theirs[k]]
+
+
+def _check(ok: bool, name: str, value: Any, why: str) -> None:
+    if not ok:
+        raise ConfigError(f"{name}={value!r} {why}.")

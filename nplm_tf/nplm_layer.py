@@ -1,0 +1,121 @@
+"""Equation (1) of Bengio, Ducharme, Vincent and Jauvin (2003) as one Keras layer."""
+
+import keras
+from keras import ops
+
+
+@keras.saving.register_keras_serializable(package="nplm_tf")
+class NPLMLayer(keras.layers.Layer):
+    """Word features, tanh hidden layer and direct connections: y = b + W·x + U·tanh(d + H·x).
+
+    x = (C(w_{t-1}), ..., C(w_{t-n+1})) is the concatenation of the context
+    words' feature vectors. The layer returns the unnormalized log-probabilities
+    y (float32 even under a bfloat16 policy, so the softmax stays float32).
+
+    Weight decay (the paper's R(θ)) is added with `add_loss`:
+    λ·(‖H‖² + ‖U‖² + ‖W‖²) + λ·mean over the batch of Σ_j ‖C(w_{t-j})‖². The
+    biases b and d are never decayed, and only the C rows in the window are, so
+    the gradient of C stays sparse (an `IndexedSlices`) and plain SGD updates
+    only those rows, as the paper notes.
+
+    Args:
+      vocab_size: |V|, the number of predictable words (softmax width). C has
+        |V| + 1 rows: id |V| is the input-only padding `<s>`.
+      context_size: n - 1, words in the context.
+      feature_dim: m, features per word.
+      hidden_dim: h, tanh hidden units.
+      direct: whether the direct connections W exist (else W = 0).
+      weight_decay: λ ≥ 0.
+      **kwargs: passed to `keras.layers.Layer` (`name`, `dtype`, ...).
+
+    Example:
+    >>> layer = NPLMLayer(vocab_size=10, context_size=2, feature_dim=3, hidden_dim=4)
+    >>> layer(ops.array([[1, 2], [10, 10]], dtype="int32")).shape
+    (2, 10)
+
+    Reference:
+      Bengio et al., "A Neural Probabilistic Language Model", JMLR 3 (2003),
+      equation (1).
+    """
+
+    def __init__(
+        self,
+        vocab_size,
+        context_size,
+        feature_dim,
+        hidden_dim,
+        direct=False,
+        weight_decay=0.0,
+        **kwargs,
+    ):
+        # Variables are cast by hand in call(): autocasting C would cast the
+        # whole matrix each step and make its gradient dense.
+        kwargs.setdefault("autocast", False)
+        super().__init__(**kwargs)
+        for name, value in (
+            ("vocab_size", vocab_size),
+            ("context_size", context_size),
+            ("feature_dim", feature_dim),
+            ("hidden_dim", hidden_dim),
+        ):
+            if not isinstance(value, int) or value < 1:
+                raise ValueError(f"`{name}` must be a positive integer. Received: {name}={value!r}")
+        if weight_decay < 0:
+            raise ValueError(f"`weight_decay` must be >= 0. Received: weight_decay={weight_decay!r}")
+        self.vocab_size = vocab_size
+        self.context_size = context_size
+        self.feature_dim = feature_dim
+        self.hidden_dim = hidden_dim
+        self.direct = bool(direct)
+        self.weight_decay = float(weight_decay)
+
+    def build(self, input_shape):
+        x_dim = self.context_size * self.feature_dim  # (n-1)m
+        self.C = self.add_weight(
+            shape=(self.vocab_size + 1, self.feature_dim),
+            initializer=keras.initializers.RandomUniform(-0.05, 0.05),
+            name="C",
+        )
+        self.H = self.add_weight(shape=(x_dim, self.hidden_dim), initializer="glorot_uniform", name="H")
+        self.d = self.add_weight(shape=(self.hidden_dim,), initializer="zeros", name="d")
+        self.U = self.add_weight(shape=(self.hidden_dim, self.vocab_size), initializer="glorot_uniform", name="U")
+        self.b = self.add_weight(shape=(self.vocab_size,), initializer="zeros", name="b")
+        self.W = None
+        if self.direct:
+            self.W = self.add_weight(shape=(x_dim, self.vocab_size), initializer="zeros", name="W")
+
+    def _weights(self):
+        return [w for w in (self.H, self.U, self.W) if w is not None]
+
+    def call(self, context):
+        dtype = self.compute_dtype
+        features = ops.take(self.C, ops.cast(context, "int32"), axis=0)  # (batch, n-1, m), sparse grad
+        x = ops.reshape(features, (-1, self.context_size * self.feature_dim))  # (batch, (n-1)m)
+        xc = ops.cast(x, dtype)
+        a = ops.tanh(ops.matmul(xc, ops.cast(self.H, dtype)) + ops.cast(self.d, dtype))  # (batch, h)
+        y = ops.matmul(a, ops.cast(self.U, dtype))  # (batch, |V|)
+        if self.W is not None:
+            y = y + ops.matmul(xc, ops.cast(self.W, dtype))  # (batch, |V|)
+        y = ops.cast(y, "float32") + ops.cast(self.b, "float32")  # (batch, |V|)
+        if self.weight_decay:
+            penalty = sum(ops.sum(ops.square(w)) for w in self._weights())
+            penalty = penalty + ops.mean(ops.sum(ops.square(x), axis=1))
+            self.add_loss(self.weight_decay * ops.cast(penalty, "float32"))
+        return y
+
+    def compute_output_shape(self, input_shape):
+        return (input_shape[0], self.vocab_size)
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(
+            {
+                "vocab_size": self.vocab_size,
+                "context_size": self.context_size,
+                "feature_dim": self.feature_dim,
+                "hidden_dim": self.hidden_dim,
+                "direct": self.direct,
+                "weight_decay": self.weight_decay,
+            }
+        )
+        return config

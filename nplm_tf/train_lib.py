@@ -1,0 +1,153 @@
+"""train_and_evaluate(config, model_dir, corpus): the whole run, resumable.
+
+The model directory holds everything a run writes: config.json, vocab.tsv,
+history.json, the best-by-validation weights, the BackupAndRestore state,
+TensorBoard logs, model.keras and, last, metrics.json. Re-running the same
+command resumes from the last finished epoch with the optimizer state.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import sys
+
+import keras
+import tensorflow as tf
+
+from nplm_tf import callbacks as callbacks_lib
+from nplm_tf import evaluate_lib
+from nplm_tf import model as model_lib
+from nplm_tf.config import Config, ConfigError
+from pipelines import corpus as corpus_lib
+from pipelines import vocabulary as vocab_lib
+from pipelines import windows
+
+CONFIG_FILE = "config.json"
+METRICS_FILE = "metrics.json"
+KERAS_FILE = "model.keras"
+EVAL_BATCH_SIZE = 1024
+STEPS_PER_EXECUTION = 32  # steps per tf.function call: amortizes Keras's per-step Python cost
+
+
+@dataclasses.dataclass(frozen=True)
+class Data:
+    """What the pipeline knows about a corpus before training: vocabulary and sizes."""
+
+    vocab: vocab_lib.Vocabulary
+    tokens: dict[str, int]  # predicted tokens per split (tokens + one </s> per line)
+
+    def dataset(self, corpus: corpus_lib.Corpus, split: str, config: Config, **kwargs) -> tf.data.Dataset:
+        batch = kwargs.pop("batch_size", EVAL_BATCH_SIZE)
+        return windows.window_dataset(corpus[split], self.vocab, config.order, batch, self.tokens[split], **kwargs)
+
+
+def split_tokens(split: corpus_lib.Split) -> int:
+    _, tokens, lines = vocab_lib.count_split(split)
+    return tokens + lines
+
+
+def prepare_data(config: Config, corpus: corpus_lib.Corpus, model_dir: str | None = None) -> Data:
+    """Checks every split, builds (or reloads) the vocabulary and counts tokens."""
+    for name in corpus_lib.SPLITS:
+        corpus_lib.check_split(corpus[name], config.order)
+    vocab_path = os.path.join(model_dir, vocab_lib.VOCAB_FILE) if model_dir else None
+    if vocab_path and os.path.isfile(vocab_path):
+        vocab = vocab_lib.Vocabulary.load(model_dir)
+    else:
+        vocab = vocab_lib.build(corpus["train"], config.min_count)
+        if model_dir:
+            vocab.save(model_dir)
+    return Data(vocab, {name: split_tokens(corpus[name]) for name in corpus_lib.SPLITS})
+
+
+def check_model_dir(config: Config, model_dir: str) -> None:
+    """Refuses a directory that holds a model of another configuration."""
+    path = os.path.join(model_dir, CONFIG_FILE)
+    if os.path.isfile(path):
+        saved = Config.from_json(path)
+        diff = config.differences(saved)
+        if diff:
+            changes = ", ".join(f"{k}: {getattr(saved, k)!r} -> {getattr(config, k)!r}" for k in diff)
+            raise ConfigError(
+                f"{model_dir} holds a model trained with another configuration ({changes}); "
+                f"use a new --model_dir or the same flags."
+            )
+    os.makedirs(model_dir, exist_ok=True)
+    callbacks_lib.write_json(path, config.to_dict())
+
+
+def build_compiled_model(config: Config, vocab_size: int, strategy: tf.distribute.Strategy) -> keras.Model:
+    with strategy.scope():
+        model = model_lib.build_model(config, vocab_size)
+        model_lib.compile_model(model, config)
+        model.compile(
+            optimizer=model.optimizer, loss=model.loss, steps_per_execution=STEPS_PER_EXECUTION
+        )
+    return model
+
+
+def train_and_evaluate(
+    config: Config,
+    model_dir: str,
+    corpus: corpus_lib.Corpus,
+    strategy: tf.distribute.Strategy | None = None,
+    verbose: int | None = None,
+) -> dict:
+    """Trains (or resumes), restores the best weights and writes metrics.json."""
+    check_model_dir(config, model_dir)
+    data = prepare_data(config, corpus, model_dir)
+    strategy = strategy or tf.distribute.get_strategy()
+    keras.utils.set_random_seed(config.seed)
+
+    epoch = tf.Variable(0, dtype=tf.int64, trainable=False)
+    train_ds = data.dataset(
+        corpus, "train", config, batch_size=config.batch_size, shuffle=True,
+        shuffle_buffer=config.shuffle_buffer, seed=config.seed, epoch=epoch,
+    )
+    valid_ds = data.dataset(corpus, "valid", config)
+    model = build_compiled_model(config, data.vocab.size, strategy)
+
+    if verbose is None:
+        verbose = 1 if sys.stdout.isatty() else 2
+    callbacks = [
+        callbacks_lib.EpochSeed(epoch),
+        callbacks_lib.ValidationRecorder(model_dir, valid_ds, data.tokens["train"], data.vocab.unk_id),
+        callbacks_lib.ResumableEarlyStopping(model_dir, config.patience),
+        keras.callbacks.TensorBoard(os.path.join(model_dir, "logs"), write_graph=False, profile_batch=0),
+        keras.callbacks.BackupAndRestore(os.path.join(model_dir, "backup"), delete_checkpoint=False),
+    ]
+    model.fit(train_ds, epochs=config.epochs, callbacks=callbacks, verbose=verbose)
+
+    model.load_weights(os.path.join(model_dir, callbacks_lib.BEST_WEIGHTS))
+    metrics = evaluate_all(model, data, corpus, config)
+    metrics["epochs"] = list(callbacks_lib.read_history(model_dir).values())
+    model.save(os.path.join(model_dir, KERAS_FILE))
+    callbacks_lib.write_json(os.path.join(model_dir, METRICS_FILE), metrics)
+    return metrics
+
+
+def evaluate_all(model: keras.Model, data: Data, corpus: corpus_lib.Corpus, config: Config) -> dict:
+    batch_nll = evaluate_lib.nll_function(model)
+    scores = {
+        name: evaluate_lib.score(model, data.dataset(corpus, name, config), data.vocab.unk_id, batch_nll=batch_nll)
+        for name in ("valid", "test")
+    }
+    return {
+        "corpus": corpus.name,
+        "vocab_size": data.vocab.size,
+        "tokens": dict(data.tokens),
+        "valid_perplexity": scores["valid"].perplexity,
+        "test_perplexity": scores["test"].perplexity,
+        "oov_rate": {name: s.oov_rate for name, s in scores.items()},
+        "config": config.to_dict(),
+    }
+
+
+def read_metrics(model_dir: str) -> dict | None:
+    path = os.path.join(model_dir, METRICS_FILE)
+    if not os.path.isfile(path):
+        return None
+    with open(path, encoding="utf-8") as f:
+        return json.load(f)

@@ -1,0 +1,1 @@
+"""Text to training windows: corpus readers, vocabulary and the tf.data pipeline."""

@@ -1,0 +1,181 @@
+"""Corpus readers: Brown straight from NLTK's brown.zip, or plain UTF-8 files.
+
+A corpus is three splits (train, valid, test). A split is a sequence of *lines*;
+a line is a unit that contexts never cross (a Brown text, or one line of a
+file). Tokens are the line split on ASCII whitespace, the same rule as
+`tf.strings.split`, so Python counting and the TensorFlow graph agree.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import glob
+import os
+import re
+import zipfile
+from collections.abc import Iterator
+
+SPLITS = ("train", "valid", "test")
+BROWN_TRAIN_TOKENS = 800_000  # BENCHMARK.md: train while the running count is below this
+BROWN_VALID_TOKENS = 1_000_000  # ... then valid while below this, else test
+
+_WHITESPACE = re.compile(r"[ \t\n\v\f\r]+")
+_BROWN_TEXT = re.compile(r"^brown/c[a-r]\d\d$")
+
+
+class CorpusError(ValueError):
+    """The corpus cannot be read; the message says what was wrong and what to do."""
+
+
+def tokenize(line: str) -> list[str]:
+    """Splits on ASCII whitespace, exactly as `tf.strings.split(line)` does."""
+    return [t for t in _WHITESPACE.split(line) if t]
+
+
+@dataclasses.dataclass(frozen=True)
+class Split:
+    """One split: either in-memory lines (Brown) or UTF-8 files read lazily."""
+
+    name: str
+    lines: tuple[str, ...] | None = None  # whitespace-joined tokens, one per unit
+    files: tuple[str, ...] | None = None
+
+    def iter_lines(self) -> Iterator[str]:
+        if self.lines is not None:
+            yield from self.lines
+            return
+        for path in self.files or ():
+            yield from _read_utf8_lines(path)
+
+    def __len__(self) -> int:
+        return len(self.lines) if self.lines is not None else len(self.files or ())
+
+
+@dataclasses.dataclass(frozen=True)
+class Corpus:
+    name: str
+    splits: dict[str, Split]
+
+    def __getitem__(self, split: str) -> Split:
+        return self.splits[split]
+
+
+# ---------------------------------------------------------------- Brown --
+
+
+def nltk_data_paths() -> list[str]:
+    """Where NLTK looks for data: $NLTK_DATA first, then NLTK's defaults."""
+    paths = [p for p in os.environ.get("NLTK_DATA", "").split(os.pathsep) if p]
+    home = os.path.expanduser("~")
+    paths += [os.path.join(home, "nltk_data")]
+    import sys
+
+    paths += [os.path.join(sys.prefix, d) for d in ("nltk_data", "share/nltk_data", "lib/nltk_data")]
+    paths += ["/usr/share/nltk_data", "/usr/local/share/nltk_data", "/usr/lib/nltk_data", "/usr/local/lib/nltk_data"]
+    return paths
+
+
+def find_brown_zip() -> str:
+    for root in nltk_data_paths():
+        path = os.path.join(root, "corpora", "brown.zip")
+        if os.path.isfile(path):
+            return path
+    raise CorpusError(
+        "Brown corpus not found (looked for corpora/brown.zip under $NLTK_DATA and NLTK's default "
+        "paths); get it with `python -m nltk.downloader brown` or set NLTK_DATA to the folder holding it."
+    )
+
+
+def read_brown_texts(path: str | None = None) -> list[tuple[str, list[str]]]:
+    """The 500 Brown texts in sorted name order, as (name, tokens) per BENCHMARK.md."""
+    path = path or find_brown_zip()
+    try:
+        archive = zipfile.ZipFile(path)
+    except (OSError, zipfile.BadZipFile) as e:
+        raise CorpusError(f"cannot open {path} as a zip archive ({e}); download it again.") from None
+    with archive:
+        names = sorted(n for n in archive.namelist() if _BROWN_TEXT.match(n))
+        if not names:
+            raise CorpusError(f"{path} holds no Brown texts (brown/ca01 ... brown/cr09).")
+        texts = []
+        for name in names:
+            raw = archive.read(name).decode("utf-8", errors="strict")
+            # Each item is word/tag; the token is what precedes the last '/'.
+            tokens = [item.rsplit("/", 1)[0] for item in tokenize(raw)]
+            texts.append((name.split("/")[-1], tokens))
+    return texts
+
+
+def brown_corpus(path: str | None = None) -> Corpus:
+    """Brown split into whole texts by running token count (with </s>)."""
+    parts: dict[str, list[str]] = {s: [] for s in SPLITS}
+    running = 0
+    for _, tokens in read_brown_texts(path):
+        if running < BROWN_TRAIN_TOKENS:
+            split = "train"
+        elif running < BROWN_VALID_TOKENS:
+            split = "valid"
+        else:
+            split = "test"
+        parts[split].append(" ".join(tokens))
+        running += len(tokens) + 1  # + </s>
+    return Corpus("brown", {s: Split(s, lines=tuple(parts[s])) for s in SPLITS})
+
+
+# ---------------------------------------------------------------- files --
+
+
+def _read_utf8_lines(path: str) -> Iterator[str]:
+    with open(path, "rb") as f:
+        for number, raw in enumerate(f, start=1):
+            try:
+                yield raw.decode("utf-8")
+            except UnicodeDecodeError as e:
+                raise CorpusError(
+                    f"{path} line {number} is not valid UTF-8 (byte {e.start}); re-encode the file as UTF-8."
+                ) from None
+
+
+def expand_files(pattern: str, flag: str) -> tuple[str, ...]:
+    """Comma-separated globs to a sorted list of files, or a clear error."""
+    if not pattern:
+        raise CorpusError(f"--{flag} is empty; give a file or glob of UTF-8 text files.")
+    paths: list[str] = []
+    for part in pattern.split(","):
+        matches = sorted(glob.glob(part)) if glob.has_magic(part) else [part]
+        paths += [p for p in matches if os.path.isfile(p)]
+        if not any(os.path.isfile(p) for p in matches):
+            raise CorpusError(f"--{flag}: no file matches {part!r}.")
+    return tuple(paths)
+
+
+def files_corpus(train: str, valid: str, test: str) -> Corpus:
+    specs = {"train": train, "valid": valid, "test": test}
+    return Corpus(
+        "files", {s: Split(s, files=expand_files(p, f"{s}_files")) for s, p in specs.items()}
+    )
+
+
+def file_split(pattern: str, flag: str = "files", name: str = "files") -> Split:
+    return Split(name, files=expand_files(pattern, flag))
+
+
+def check_split(split: Split, order: int) -> None:
+    """Fails clearly on an empty split, or one where no line reaches n tokens.
+
+    Every file is checked on its own, so the message can name it.
+    """
+    groups = [(f, Split(split.name, files=(f,))) for f in split.files] if split.files else [(split.name, split)]
+    for name, part in groups:
+        longest = 0
+        for line in part.iter_lines():
+            longest = max(longest, len(tokenize(line)))
+            if longest >= order:
+                break
+        if longest == 0:
+            raise CorpusError(f"{name} is empty (no tokens); give a file with text in it.")
+        if longest < order:
+            raise CorpusError(
+                f"{name} has no line of at least {order} tokens (the longest has {longest}); "
+                f"lower --order or put whole texts on each line."
+            )

@@ -1,0 +1,115 @@
+"""The vocabulary: built in one streaming pass over train, saved beside the model.
+
+Ids 0 .. |V|-1 are the predictable types, most frequent first: `</s>` (0),
+`<unk>` (1), then every word seen at least `min_count` times in train (count
+descending, then by string). The input-only padding symbol `<s>` is id |V|, so
+the softmax has exactly |V| outputs and the feature matrix C has |V| + 1 rows.
+"""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+import os
+from collections.abc import Iterable
+
+import tensorflow as tf
+
+from pipelines import corpus as corpus_lib
+
+EOS, UNK, BOS = "</s>", "<unk>", "<s>"
+VOCAB_FILE = "vocab.tsv"
+
+
+@dataclasses.dataclass(frozen=True)
+class Vocabulary:
+    words: tuple[str, ...]  # predictable types by id; words[0] = </s>, words[1] = <unk>
+    counts: tuple[int, ...]  # train counts (</s>: number of lines; <unk>: merged tokens)
+
+    @property
+    def size(self) -> int:
+        """|V|: the number of predictable types (softmax width)."""
+        return len(self.words)
+
+    @property
+    def eos_id(self) -> int:
+        return 0
+
+    @property
+    def unk_id(self) -> int:
+        return 1
+
+    @property
+    def bos_id(self) -> int:
+        return len(self.words)
+
+    def ids(self, tokens: Iterable[str]) -> list[int]:
+        index = self._index
+        return [index.get(t, 1) for t in tokens]
+
+    @property
+    def _index(self) -> dict[str, int]:
+        cached = self.__dict__.get("_cached_index")
+        if cached is None:
+            cached = {w: i for i, w in enumerate(self.words)}
+            object.__setattr__(self, "_cached_index", cached)
+        return cached
+
+    def lookup_table(self) -> tf.lookup.StaticHashTable:
+        """token string -> id; unknown tokens -> <unk>. `<s>` is never looked up."""
+        init = tf.lookup.KeyValueTensorInitializer(
+            tf.constant(self.words[2:], tf.string),
+            tf.range(2, self.size, dtype=tf.int64),
+        )
+        return tf.lookup.StaticHashTable(init, default_value=self.unk_id)
+
+    def save(self, directory: str) -> str:
+        path = os.path.join(directory, VOCAB_FILE)
+        tmp = path + ".tmp"
+        with open(tmp, "w", encoding="utf-8") as f:
+            for word, count in zip(self.words, self.counts):
+                f.write(f"{word}\t{count}\n")
+        os.replace(tmp, path)
+        return path
+
+    @classmethod
+    def load(cls, directory: str) -> "Vocabulary":
+        path = os.path.join(directory, VOCAB_FILE)
+        if not os.path.isfile(path):
+            raise corpus_lib.CorpusError(f"{path} does not exist; is {directory} a trained model directory?")
+        words, counts = [], []
+        with open(path, encoding="utf-8") as f:
+            for line in f:
+                word, count = line.rstrip("\n").split("\t")
+                words.append(word)
+                counts.append(int(count))
+        return cls(tuple(words), tuple(counts))
+
+
+def count_split(split: corpus_lib.Split) -> tuple[collections.Counter, int, int]:
+    """One streaming pass: (token counts, tokens, lines with at least one token)."""
+    counts: collections.Counter = collections.Counter()
+    tokens = lines = 0
+    for line in split.iter_lines():
+        words = corpus_lib.tokenize(line)
+        if words:
+            counts.update(words)
+            tokens += len(words)
+            lines += 1
+    return counts, tokens, lines
+
+
+def build(split: corpus_lib.Split, min_count: int) -> Vocabulary:
+    """Keeps tokens seen at least `min_count` times in `split`; the rest become <unk>."""
+    counts, tokens, lines = count_split(split)
+    if tokens == 0:
+        raise corpus_lib.CorpusError(f"the {split.name} split has no tokens; give it some text.")
+    for reserved in (EOS, UNK, BOS):
+        if reserved in counts:
+            counts.pop(reserved)  # a literal "<unk>" in the text is just unknown
+    kept = sorted(((w, c) for w, c in counts.items() if c >= min_count), key=lambda wc: (-wc[1], wc[0]))
+    unk = tokens - sum(c for _, c in kept)
+    return Vocabulary(
+        (EOS, UNK) + tuple(w for w, _ in kept),
+        (lines, unk) + tuple(c for _, c in kept),
+    )

@@ -1,0 +1,103 @@
+"""The streaming tf.data pipeline: lines -> ids -> <s> padding -> n-gram windows.
+
+Each line becomes `<s>`*(n-1) + ids + `</s>`; a sliding window of width n over
+it gives one (context, target) pair per predicted token, so windows never cross
+a line. The context is ordered as in the paper's x = (C(w_{t-1}), ...,
+C(w_{t-n+1})): most recent word first. Nothing here holds the corpus's
+windows in Python memory; the shuffle buffer bounds what tf.data keeps.
+"""
+
+from __future__ import annotations
+
+import math
+
+import tensorflow as tf
+import tensorflow_text as tf_text
+
+from pipelines import corpus as corpus_lib
+from pipelines import vocabulary as vocab_lib
+
+AUTOTUNE = tf.data.AUTOTUNE
+_LINE_SHUFFLE_BUFFER = 10_000
+
+
+def lines_dataset(split: corpus_lib.Split) -> tf.data.Dataset:
+    """The split's lines as a dataset of scalar strings, streamed from disk for files."""
+    if split.lines is not None:
+        return tf.data.Dataset.from_tensor_slices(tf.constant(list(split.lines), tf.string))
+    return tf.data.TextLineDataset(list(split.files))
+
+
+def line_windows(line: tf.Tensor, table: tf.lookup.StaticHashTable, order: int, bos_id: int, eos_id: int) -> tf.Tensor:
+    """One line to its windows, (tokens + 1, n): n-1 context ids, then the target id."""
+    ids = table.lookup(tf.strings.split(line))  # (L,)
+    pad = tf.fill([order - 1], tf.constant(bos_id, tf.int64))  # (n-1,)
+    ids = tf.concat([pad, ids, [tf.constant(eos_id, tf.int64)]], axis=0)  # (L + n,)
+    return tf_text.sliding_window(ids, width=order, axis=0)  # (L + 1, n)
+
+
+def split_window(windows: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
+    """(batch, n) windows to contexts (batch, n-1), most recent first, and targets (batch,)."""
+    context = tf.reverse(windows[:, :-1], axis=[1])  # (batch, n-1)
+    return tf.cast(context, tf.int32), tf.cast(windows[:, -1], tf.int32)
+
+
+def num_batches(tokens: int, batch_size: int) -> int:
+    return math.ceil(tokens / batch_size)
+
+
+def window_dataset(
+    split: corpus_lib.Split,
+    vocab: vocab_lib.Vocabulary,
+    order: int,
+    batch_size: int,
+    tokens: int,
+    *,
+    shuffle: bool = False,
+    shuffle_buffer: int = 100_000,
+    seed: int = 0,
+    epoch: tf.Variable | None = None,
+    table: tf.lookup.StaticHashTable | None = None,
+) -> tf.data.Dataset:
+    """Batches of (context, target) over every predicted token of `split`.
+
+    Args:
+      tokens: predicted tokens in the split (tokens + one `</s>` per line), from
+        one counting pass; it fixes the cardinality so Keras counts steps right.
+      shuffle: mix lines, then permute windows within blocks of `shuffle_buffer`
+        consecutive windows (memory is bounded by the block, not the corpus).
+      seed, epoch: the shuffle order is a pure function of (seed, epoch value
+        when an iterator starts), so a resumed run sees the same batches as an
+        uninterrupted one.
+    """
+    table = table if table is not None else vocab.lookup_table()
+
+    def build(epoch_value: tf.Tensor) -> tf.data.Dataset:
+        lines = lines_dataset(split).filter(lambda line: tf.size(tf.strings.split(line)) > 0)
+        if shuffle:
+            lines = lines.shuffle(_LINE_SHUFFLE_BUFFER, seed=seed * 7919 + epoch_value)
+        # Each element is one line's windows; rebatch slices and joins them as
+        # tensors, never as single windows, which keeps tf.data's per-element
+        # cost off the hot path.
+        windows = lines.map(
+            lambda line: line_windows(line, table, order, vocab.bos_id, vocab.eos_id),
+            num_parallel_calls=AUTOTUNE,
+            deterministic=True,
+        )
+        if not shuffle:
+            return windows.rebatch(batch_size)
+        blocks = windows.rebatch(shuffle_buffer).enumerate()
+
+        def mix(index, block):  # a uniform permutation of each block of windows
+            key = tf.stack([tf.cast(seed, tf.int64), epoch_value * 1_000_003 + index])
+            return tf.random.experimental.stateless_shuffle(block, seed=key)
+
+        return blocks.map(mix, num_parallel_calls=AUTOTUNE, deterministic=True).rebatch(batch_size)
+
+    if shuffle and epoch is not None:
+        windows = tf.data.Dataset.from_tensors(0).flat_map(lambda _: build(epoch.read_value()))
+    else:
+        windows = build(tf.constant(0, tf.int64))
+    ds = windows.map(split_window, num_parallel_calls=AUTOTUNE, deterministic=True)
+    ds = ds.apply(tf.data.experimental.assert_cardinality(num_batches(tokens, batch_size)))
+    return ds.prefetch(AUTOTUNE)
