@@ -1,7 +1,7 @@
-"""nplm_tf: the neural probabilistic language model of Bengio et al. (2003) in TensorFlow/Keras."""
+"""nplm_tf: the neural probabilistic language model of Bengio et al. (2003) in TensorFlow/Keras.
 
-from nplm_tf.config import Config, ConfigError
-from nplm_tf.nplm_layer import NPLMLayer
+Submodules are imported on use (`from nplm_tf import model`), so the binaries
+can configure TensorFlow's logging and devices before TensorFlow loads.
+"""
 
-__all__ = ["Config", "ConfigError", "NPLMLayer"]
 __version__ = "0.1.0"

@@ -62,9 +62,12 @@ def make_optimizer(config: Config) -> keras.optimizers.Optimizer:
     return keras.optimizers.Adam(learning_rate=learning_rate(config))
 
 
-def compile_model(model: keras.Model, config: Config) -> keras.Model:
+def compile_model(model: keras.Model, config: Config, steps_per_execution: int = 1) -> keras.Model:
+    # No compiled metrics: a training-time metric would compute the softmax a
+    # second time each step; validation perplexity is computed exactly per epoch.
     model.compile(
         optimizer=make_optimizer(config),
         loss=NegativeLogLikelihood(),
+        steps_per_execution=steps_per_execution,
     )
     return model

@@ -28,7 +28,10 @@ CONFIG_FILE = "config.json"
 METRICS_FILE = "metrics.json"
 KERAS_FILE = "model.keras"
 EVAL_BATCH_SIZE = 1024
-STEPS_PER_EXECUTION = 32  # steps per tf.function call: amortizes Keras's per-step Python cost
+# Steps per tf.function call: amortizes Keras's per-step Python cost on one
+# replica. Under MirroredStrategy, Keras 3.15's multi-step loop fails ("You
+# must feed a value for placeholder"), so several replicas run one step a call.
+STEPS_PER_EXECUTION = 32
 
 
 @dataclasses.dataclass(frozen=True)
@@ -64,6 +67,8 @@ def prepare_data(config: Config, corpus: corpus_lib.Corpus, model_dir: str | Non
 
 def check_model_dir(config: Config, model_dir: str) -> None:
     """Refuses a directory that holds a model of another configuration."""
+    if os.path.exists(model_dir) and not os.path.isdir(model_dir):
+        raise ConfigError(f"--model_dir={model_dir} is a file, not a directory.")
     path = os.path.join(model_dir, CONFIG_FILE)
     if os.path.isfile(path):
         saved = Config.from_json(path)
@@ -81,10 +86,8 @@ def check_model_dir(config: Config, model_dir: str) -> None:
 def build_compiled_model(config: Config, vocab_size: int, strategy: tf.distribute.Strategy) -> keras.Model:
     with strategy.scope():
         model = model_lib.build_model(config, vocab_size)
-        model_lib.compile_model(model, config)
-        model.compile(
-            optimizer=model.optimizer, loss=model.loss, steps_per_execution=STEPS_PER_EXECUTION
-        )
+        steps = STEPS_PER_EXECUTION if strategy.num_replicas_in_sync == 1 else 1
+        model_lib.compile_model(model, config, steps_per_execution=steps)
     return model
 
 
@@ -94,9 +97,18 @@ def train_and_evaluate(
     corpus: corpus_lib.Corpus,
     strategy: tf.distribute.Strategy | None = None,
     verbose: int | None = None,
+    extra_callbacks: list[keras.callbacks.Callback] = (),
 ) -> dict:
-    """Trains (or resumes), restores the best weights and writes metrics.json."""
+    """Trains (or resumes), restores the best weights and writes metrics.json.
+
+    A directory whose run already finished with this exact config is left as
+    it is and its metrics are returned; a larger --epochs continues it.
+    """
     check_model_dir(config, model_dir)
+    finished = read_metrics(model_dir)
+    if finished is not None and finished.get("config") == config.to_dict():
+        print(f"{model_dir} already holds a finished run with this config; metrics unchanged.", flush=True)
+        return finished
     data = prepare_data(config, corpus, model_dir)
     strategy = strategy or tf.distribute.get_strategy()
     keras.utils.set_random_seed(config.seed)
@@ -108,6 +120,8 @@ def train_and_evaluate(
     )
     valid_ds = data.dataset(corpus, "valid", config)
     model = build_compiled_model(config, data.vocab.size, strategy)
+    print(f"training {model.count_params():,} parameters on {strategy.num_replicas_in_sync} replica(s); "
+          f"{data.tokens['train']:,} train tokens, |V| = {data.vocab.size:,}", flush=True)
 
     if verbose is None:
         verbose = 1 if sys.stdout.isatty() else 2
@@ -116,7 +130,12 @@ def train_and_evaluate(
         callbacks_lib.ValidationRecorder(model_dir, valid_ds, data.tokens["train"], data.vocab.unk_id),
         callbacks_lib.ResumableEarlyStopping(model_dir, config.patience),
         keras.callbacks.TensorBoard(os.path.join(model_dir, "logs"), write_graph=False, profile_batch=0),
-        keras.callbacks.BackupAndRestore(os.path.join(model_dir, "backup"), delete_checkpoint=False),
+        # double_checkpoint: a kill -9 during a save leaves a truncated file;
+        # Keras then falls back to the previous epoch's copy.
+        keras.callbacks.BackupAndRestore(
+            os.path.join(model_dir, "backup"), delete_checkpoint=False, double_checkpoint=True
+        ),
+        *extra_callbacks,
     ]
     model.fit(train_ds, epochs=config.epochs, callbacks=callbacks, verbose=verbose)
 
@@ -126,6 +145,20 @@ def train_and_evaluate(
     model.save(os.path.join(model_dir, KERAS_FILE))
     callbacks_lib.write_json(os.path.join(model_dir, METRICS_FILE), metrics)
     return metrics
+
+
+def load_trained(model_dir: str) -> tuple[Config, vocab_lib.Vocabulary, keras.Model]:
+    """The config, vocabulary and best-by-validation model of a training run."""
+    if not os.path.isfile(os.path.join(model_dir, CONFIG_FILE)):
+        raise ConfigError(f"{model_dir} holds no trained model (no {CONFIG_FILE}); train one with nplm_tf.train.")
+    config = Config.from_json(os.path.join(model_dir, CONFIG_FILE))
+    vocab = vocab_lib.Vocabulary.load(model_dir)
+    weights = os.path.join(model_dir, callbacks_lib.BEST_WEIGHTS)
+    if not os.path.isfile(weights):
+        raise ConfigError(f"{model_dir} has no trained weights yet ({callbacks_lib.BEST_WEIGHTS}); train at least one epoch.")
+    model = model_lib.build_model(config, vocab.size)
+    model.load_weights(weights)
+    return config, vocab, model
 
 
 def evaluate_all(model: keras.Model, data: Data, corpus: corpus_lib.Corpus, config: Config) -> dict:

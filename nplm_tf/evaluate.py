@@ -1,0 +1,57 @@
+"""Exact perplexity of a trained model on a corpus split or on files.
+
+    python -m nplm_tf.evaluate --model_dir=DIR                  # Brown test split
+    python -m nplm_tf.evaluate --model_dir=DIR --files='x/*.txt' --per_token=out.tsv
+
+Prints one JSON line: perplexity, tokens, oov_rate. --per_token writes one line
+per predicted token: the token (as the vocabulary sees it), ln P and log10 P.
+"""
+
+import json
+import math
+
+from absl import flags
+
+from nplm_tf import cli
+from pipelines import corpus_flags
+
+MODEL_DIR = flags.DEFINE_string("model_dir", None, "A directory written by nplm_tf.train.", required=True)
+SPLIT = flags.DEFINE_enum("split", "test", ["train", "valid", "test"], "Which split of --corpus to score.")
+FILES = flags.DEFINE_string("files", None, "Score these UTF-8 files (glob(s), comma-separated) instead of --corpus.")
+PER_TOKEN = flags.DEFINE_string("per_token", None, "Write token<TAB>ln_prob<TAB>log10_prob per predicted token here.")
+
+
+def main(argv):
+    from nplm_tf import evaluate_lib, train_lib
+    from pipelines import corpus as corpus_lib
+    from pipelines import windows
+
+    config, vocab, model = train_lib.load_trained(MODEL_DIR.value)
+    if FILES.value:
+        split = corpus_lib.file_split(FILES.value)
+    else:
+        split = corpus_flags.corpus_from_flags()[SPLIT.value]
+    corpus_lib.check_split(split, order=1)
+    dataset = windows.window_dataset(split, vocab, config.order, train_lib.EVAL_BATCH_SIZE, train_lib.split_tokens(split))
+
+    out = open(PER_TOKEN.value + ".tmp", "w", encoding="utf-8") if PER_TOKEN.value else None
+
+    def write(targets, nll):
+        for target, value in zip(targets, nll):
+            out.write(f"{vocab.words[target]}\t{-value:.6f}\t{-value / math.log(10):.6f}\n")
+
+    result = evaluate_lib.score(model, dataset, vocab.unk_id, on_batch=write if out else None)
+    if out:
+        out.close()
+        import os
+
+        os.replace(PER_TOKEN.value + ".tmp", PER_TOKEN.value)
+    print(json.dumps({"perplexity": result.perplexity, "tokens": result.tokens, "oov_rate": result.oov_rate}))
+
+
+def run():
+    cli.run(main)
+
+
+if __name__ == "__main__":
+    run()

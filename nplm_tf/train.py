@@ -1,0 +1,66 @@
+"""Trains the Bengio et al. (2003) NPLM and writes DIR/metrics.json.
+
+    python -m nplm_tf.train --model_dir=runs/mlp9           # Brown, paper's MLP9
+    python -m nplm_tf.train --model_dir=DIR --corpus=files \\
+        --train_files='data/train*.txt' --valid_files=... --test_files=...
+
+Interrupt it at any time and run the same command again to resume.
+"""
+
+import dataclasses
+import json
+
+from absl import flags
+
+from nplm_tf import cli
+from nplm_tf.config import Config
+from pipelines import corpus_flags
+
+_D = Config()
+MODEL_DIR = flags.DEFINE_string("model_dir", None, "Directory for checkpoints, logs and metrics.json.", required=True)
+CONFIG_JSON = flags.DEFINE_string("config_json", None, "A JSON config (e.g. tuning's best); flags given explicitly override it.")
+STRATEGY = flags.DEFINE_enum("strategy", "default", ["default", "mirrored"], "tf.distribute strategy.")
+NUM_CPU_DEVICES = flags.DEFINE_integer("num_cpu_devices", 1, "Split the CPU into this many logical devices (for --strategy=mirrored).")
+flags.DEFINE_integer("order", _D.order, "n: the model sees the n-1 previous words.")
+flags.DEFINE_integer("feature_dim", _D.feature_dim, "m: features per word.")
+flags.DEFINE_integer("hidden_dim", _D.hidden_dim, "h: tanh hidden units.")
+flags.DEFINE_boolean("direct", _D.direct, "Direct connections W from the word features to the output.")
+flags.DEFINE_integer("min_count", _D.min_count, "Words seen fewer times in train become <unk>.")
+flags.DEFINE_integer("epochs", _D.epochs, "Maximum training epochs.")
+flags.DEFINE_integer("patience", _D.patience, "Stop after this many epochs without a better valid perplexity.")
+flags.DEFINE_integer("batch_size", _D.batch_size, "Training batch size (global, over all replicas).")
+flags.DEFINE_enum("optimizer", _D.optimizer, ["sgd", "adam"], "sgd: eps_t = eps_0/(1 + r t); adam: Adam on the same schedule.")
+flags.DEFINE_float("learning_rate", _D.learning_rate, "eps_0.")
+flags.DEFINE_float("lr_decay", _D.lr_decay, "r, per step, in eps_t = eps_0/(1 + r t).")
+flags.DEFINE_float("weight_decay", _D.weight_decay, "lambda on H, U, W and the C rows in the window (not biases).")
+flags.DEFINE_enum("precision", _D.precision, ["float32", "mixed_bfloat16"], "Compute dtype (softmax is float32 either way).")
+flags.DEFINE_integer("shuffle_buffer", _D.shuffle_buffer, "Windows per shuffled block.")
+flags.DEFINE_integer("seed", _D.seed, "Random seed (initialization and data order).")
+
+FLAGS = flags.FLAGS
+
+
+def config_from_flags() -> Config:
+    values = Config.from_json(CONFIG_JSON.value).to_dict() if CONFIG_JSON.value else {}
+    for field in dataclasses.fields(Config):
+        if field.name not in values or FLAGS[field.name].present:
+            values[field.name] = FLAGS[field.name].value
+    return Config.from_dict(values)
+
+
+def main(argv):
+    cli.split_cpu(NUM_CPU_DEVICES.value)
+    config = config_from_flags()
+    from nplm_tf import train_lib  # imports TensorFlow after the CPU split is set
+
+    strategy = cli.make_strategy(STRATEGY.value, NUM_CPU_DEVICES.value)
+    metrics = train_lib.train_and_evaluate(config, MODEL_DIR.value, corpus_flags.corpus_from_flags(), strategy)
+    print(json.dumps({k: metrics[k] for k in ("valid_perplexity", "test_perplexity", "vocab_size", "tokens")}))
+
+
+def run():
+    cli.run(main)
+
+
+if __name__ == "__main__":
+    run()

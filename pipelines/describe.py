@@ -1,0 +1,39 @@
+"""Prints one JSON line describing a corpus: predicted tokens per split, |V|, OOV rates.
+
+    python -m pipelines.describe --corpus=brown
+"""
+
+import json
+
+from absl import flags
+
+from nplm_tf import cli
+from pipelines import corpus_flags
+
+MIN_COUNT = flags.DEFINE_integer("min_count", 4, "Words seen fewer times in train become <unk>.")
+
+
+def main(argv):
+    from pipelines import vocabulary
+
+    if MIN_COUNT.value < 1:
+        raise cli.ConfigError(f"min_count={MIN_COUNT.value} must be at least 1.")
+    corpus = corpus_flags.corpus_from_flags()
+    vocab = vocabulary.build(corpus["train"], MIN_COUNT.value)
+    known = set(vocab.words)
+    summary = {"corpus": corpus.name, "vocab_size": vocab.size, "tokens": {}, "lines": {}, "oov_rate": {}}
+    for name in ("train", "valid", "test"):
+        counts, tokens, lines = vocabulary.count_split(corpus[name])
+        unknown = sum(c for w, c in counts.items() if w not in known)
+        summary["tokens"][name] = tokens + lines  # every line also predicts </s>
+        summary["lines"][name] = lines
+        summary["oov_rate"][name] = unknown / (tokens + lines) if tokens else 0.0
+    print(json.dumps(summary))
+
+
+def run():
+    cli.run(main)
+
+
+if __name__ == "__main__":
+    run()

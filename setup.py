@@ -1,0 +1,29 @@
+"""nplm_tf: Bengio et al. (2003)'s neural probabilistic language model in TensorFlow/Keras."""
+
+from setuptools import find_packages, setup
+
+setup(
+    name="nplm_tf",
+    version="0.1.0",
+    description="The neural probabilistic language model (Bengio et al., 2003) in TensorFlow/Keras.",
+    python_requires=">=3.10,<3.13",
+    packages=find_packages(include=["nplm_tf", "nplm_tf.*", "pipelines", "pipelines.*", "tuning", "tuning.*"]),
+    install_requires=[
+        # One consistent set: TF 2.21 with its Keras 3 and tensorflow-text.
+        "tensorflow==2.21.0",
+        "tensorflow-text==2.21.1",
+        "keras==3.15.1",
+        "keras-tuner==1.4.8",
+        "tensorboard==2.21.0",  # keras-tuner imports it on every trial
+        "absl-py==2.5.1",
+        "numpy>=1.26,<3",
+    ],
+    extras_require={"test": ["pytest==9.2.0"]},
+    entry_points={
+        "console_scripts": [
+            "nplm-train=nplm_tf.train:run",
+            "nplm-evaluate=nplm_tf.evaluate:run",
+            "nplm-describe=pipelines.describe:run",
+        ]
+    },
+)

@@ -1,0 +1,165 @@
+"""The real absl binaries, run as a user would run them."""
+
+import json
+import math
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from tests import helpers
+
+TINY = ["--order=3", "--feature_dim=8", "--hidden_dim=16", "--min_count=1", "--batch_size=16",
+        "--learning_rate=0.01", "--lr_decay=0", "--weight_decay=0", "--precision=float32", "--shuffle_buffer=64"]
+
+
+@pytest.fixture(scope="module")
+def data(tmp_path_factory):
+    root = tmp_path_factory.mktemp("data")
+    paths = helpers.tiny_corpus_files(root)
+    return root, [f"--corpus=files", f"--train_files={paths['train']}", f"--valid_files={paths['valid']}",
+                  f"--test_files={paths['test']}"]
+
+
+@pytest.fixture(scope="module")
+def trained(data, tmp_path_factory):
+    model_dir = str(tmp_path_factory.mktemp("run") / "model")
+    result = helpers.run_binary("nplm_tf.train", f"--model_dir={model_dir}", "--epochs=2", *TINY, *data[1])
+    assert result.returncode == 0, result.stderr[-3000:]
+    return model_dir, json.loads(result.stdout.strip().splitlines()[-1])
+
+
+def test_train_binary_writes_metrics(trained):
+    model_dir, printed = trained
+    with open(os.path.join(model_dir, "metrics.json")) as f:
+        metrics = json.load(f)
+    assert printed["test_perplexity"] == metrics["test_perplexity"]
+    assert len(metrics["epochs"]) == 2 and metrics["config"]["hidden_dim"] == 16
+    for name in ("config.json", "vocab.tsv", "history.json", "best.weights.h5", "model.keras", "logs", "backup"):
+        assert os.path.exists(os.path.join(model_dir, name)), name
+
+
+def test_evaluate_binary_matches_training_and_writes_per_token(trained, data, tmp_path):
+    model_dir, printed = trained
+    per_token = str(tmp_path / "tokens.tsv")
+    test_file = data[1][3].split("=", 1)[1]
+    result = helpers.run_binary("nplm_tf.evaluate", f"--model_dir={model_dir}", f"--files={test_file}",
+                                f"--per_token={per_token}")
+    assert result.returncode == 0, result.stderr[-3000:]
+    out = json.loads(result.stdout.strip().splitlines()[-1])
+    assert out["perplexity"] == pytest.approx(printed["test_perplexity"], rel=1e-6)
+    assert out["tokens"] == printed["tokens"]["test"] and out["oov_rate"] == 0.0
+    rows = [line.split("\t") for line in open(per_token, encoding="utf-8").read().splitlines()]
+    assert len(rows) == out["tokens"]
+    assert rows[-1][0] == "</s>"
+    ln = [float(r[1]) for r in rows]
+    assert math.exp(-sum(ln) / len(ln)) == pytest.approx(out["perplexity"], rel=1e-5)
+    assert all(float(r[2]) == pytest.approx(float(r[1]) / math.log(10), abs=2e-6) for r in rows)
+
+
+def test_describe_binary_on_files(data):
+    result = helpers.run_binary("pipelines.describe", *data[1], "--min_count=1")
+    assert result.returncode == 0, result.stderr[-3000:]
+    out = json.loads(result.stdout)
+    assert out["vocab_size"] == 20 and out["oov_rate"]["train"] == 0.0
+    assert set(out["tokens"]) == {"train", "valid", "test"}
+
+
+def test_mirrored_strategy_with_two_cpu_devices_matches_one_device(data, tmp_path):
+    results = {}
+    for strategy, devices in (("default", 1), ("mirrored", 2)):
+        result = helpers.run_binary("nplm_tf.train", f"--model_dir={tmp_path / strategy}", "--epochs=2", *TINY,
+                                    *data[1], f"--strategy={strategy}", f"--num_cpu_devices={devices}")
+        assert result.returncode == 0, result.stderr[-3000:]
+        assert f"on {devices} replica(s)" in result.stdout
+        results[strategy] = json.load(open(tmp_path / strategy / "metrics.json"))
+    for key in ("valid_perplexity", "test_perplexity"):
+        assert results["mirrored"][key] == pytest.approx(results["default"][key], rel=1e-4)
+    losses = [[e["train_loss"] for e in results[s]["epochs"]] for s in ("default", "mirrored")]
+    assert losses[1] == pytest.approx(losses[0], rel=1e-4)
+
+
+def _bad_inputs(root):
+    empty = helpers.write_lines(str(root / "empty.txt"), [""])
+    short = helpers.write_lines(str(root / "short.txt"), ["a b", "c"])
+    bad = root / "bad.txt"
+    bad.write_bytes(b"the cat sat down .\nthe \xc3\x28 dog\n")
+    return {
+        "empty": ([f"--train_files={empty}"], "empty.txt is empty"),
+        "short": ([f"--train_files={short}"], "short.txt has no line of at least 3 tokens"),
+        "utf8": ([f"--train_files={bad}"], "bad.txt line 2 is not valid UTF-8"),
+        "missing": ([f"--train_files={root / 'nope.txt'}"], "no file matches"),
+        "order": (["--order=1"], "order=1 must be at least 2"),
+        "features": (["--feature_dim=0"], "feature_dim=0 must be positive"),
+        "hidden": (["--hidden_dim=-2"], "hidden_dim=-2 must be positive"),
+    }
+
+
+@pytest.mark.parametrize("case", ["empty", "short", "utf8", "missing", "order", "features", "hidden"])
+def test_bad_input_gives_one_sentence_and_nonzero_exit(case, data, tmp_path):
+    flags, message = _bad_inputs(tmp_path)[case]
+    result = helpers.run_binary("nplm_tf.train", f"--model_dir={tmp_path / 'm'}", "--epochs=1", *TINY, *data[1], *flags)
+    assert result.returncode != 0
+    assert "Traceback" not in result.stderr
+    errors = helpers.error_lines(result.stderr)
+    assert len(errors) == 1 and message in errors[0], result.stderr[-2000:]
+
+
+def test_missing_brown_says_how_to_get_it(tmp_path):
+    result = helpers.run_binary("pipelines.describe", env={"NLTK_DATA": str(tmp_path), "HOME": str(tmp_path)})
+    assert result.returncode != 0
+    assert "python -m nltk.downloader brown" in helpers.error_lines(result.stderr)[0]
+
+
+def test_model_dir_of_another_config_is_refused_and_left_intact(trained, data):
+    model_dir, _ = trained
+    before = open(os.path.join(model_dir, "metrics.json")).read()
+    result = helpers.run_binary("nplm_tf.train", f"--model_dir={model_dir}", "--epochs=2", *TINY, *data[1],
+                                "--hidden_dim=17")
+    assert result.returncode != 0
+    assert "another configuration (hidden_dim: 16 -> 17)" in helpers.error_lines(result.stderr)[0]
+    assert open(os.path.join(model_dir, "metrics.json")).read() == before
+
+
+def _start_train(model_dir, data, epochs):
+    env = dict(os.environ, NLTK_DATA=helpers.SHARED_NLTK)
+    args = [sys.executable, "-m", "nplm_tf.train", f"--model_dir={model_dir}", f"--epochs={epochs}", "--patience=99",
+            *TINY, *data[1]]
+    return subprocess.Popen(args, cwd=helpers.ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def _wait_for_epochs(model_dir, proc, count, timeout=240):
+    deadline = time.time() + timeout
+    path = os.path.join(model_dir, "history.json")
+    while time.time() < deadline and proc.poll() is None:
+        if os.path.isfile(path) and len(json.load(open(path))) >= count:
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"no {count} epochs recorded before the deadline")
+
+
+@pytest.mark.parametrize("sig,code", [(signal.SIGINT, 130), (signal.SIGKILL, -9)])
+def test_interrupted_training_resumes(sig, code, data, tmp_path):
+    model_dir = str(tmp_path / "m")
+    proc = _start_train(model_dir, data, epochs=30)
+    try:
+        _wait_for_epochs(model_dir, proc, 2)
+        proc.send_signal(sig)
+        _, stderr = proc.communicate(timeout=60)
+    finally:
+        proc.kill()
+    assert proc.returncode == code
+    if sig == signal.SIGINT:
+        assert "run the same command again to resume" in helpers.error_lines(stderr)[0]
+    recorded = json.load(open(os.path.join(model_dir, "history.json")))
+    assert not os.path.exists(os.path.join(model_dir, "metrics.json"))
+    result = helpers.run_binary("nplm_tf.train", f"--model_dir={model_dir}", "--epochs=30", "--patience=99",
+                                *TINY, *data[1])
+    assert result.returncode == 0, result.stderr[-3000:]
+    first_new = int(result.stdout.split("Epoch ")[1].split("/")[0])
+    assert 2 <= first_new <= len(recorded) + 1  # resumed, not restarted
+    history = json.load(open(os.path.join(model_dir, "history.json")))
+    assert len(history) == 30 and history["0"] == recorded["0"]

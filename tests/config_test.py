@@ -1,0 +1,34 @@
+import json
+
+import pytest
+
+from nplm_tf.config import Config, ConfigError
+
+
+def test_defaults_are_the_papers_mlp9_shape():
+    c = Config()
+    assert (c.order, c.hidden_dim, c.feature_dim, c.direct, c.min_count) == (5, 100, 30, False, 4)
+
+
+@pytest.mark.parametrize(
+    "field,value",
+    [("order", 1), ("feature_dim", 0), ("hidden_dim", -3), ("epochs", 0), ("batch_size", 0),
+     ("optimizer", "rmsprop"), ("learning_rate", 0.0), ("lr_decay", -1.0), ("weight_decay", -1e-3),
+     ("precision", "float16"), ("min_count", 0)],
+)
+def test_bad_values_name_the_field(field, value):
+    with pytest.raises(ConfigError, match=f"^{field}="):
+        Config(**{field: value})
+
+
+def test_json_round_trip_and_unknown_fields(tmp_path):
+    path = tmp_path / "c.json"
+    path.write_text(json.dumps(Config(hidden_dim=7).to_dict()))
+    assert Config.from_json(str(path)) == Config(hidden_dim=7)
+    with pytest.raises(ConfigError, match="unknown config field"):
+        Config.from_dict({"hiden_dim": 3})
+
+
+def test_differences_ignore_fields_a_resume_may_change():
+    assert Config(epochs=3).differences(Config(epochs=9)) == []
+    assert Config(hidden_dim=3).differences(Config()) == ["hidden_dim"]

@@ -1,0 +1,78 @@
+import os
+
+import pytest
+
+from pipelines import corpus, vocabulary
+from tests import helpers
+
+
+@pytest.fixture(scope="module")
+def brown():
+    os.environ.setdefault("NLTK_DATA", helpers.SHARED_NLTK)
+    return corpus.brown_corpus()
+
+
+def test_brown_protocol_counts(brown):
+    """BENCHMARK.md: 348/85/67 texts; 800,571/199,995/161,126 predicted tokens; |V| = 14,118."""
+    expected = {"train": (348, 800_571), "valid": (85, 199_995), "test": (67, 161_126)}
+    for name, (texts, predicted) in expected.items():
+        _, tokens, lines = vocabulary.count_split(brown[name])
+        assert (lines, tokens + lines) == (texts, predicted), name
+    assert vocabulary.build(brown["train"], 4).size == 14_118
+
+
+def test_brown_tokens_equal_nltk_words():
+    texts = corpus.read_brown_texts()
+    assert len(texts) == 500 and texts[0][0] == "ca01" and texts[-1][0] == "cr09"
+    assert sum(len(t) for _, t in texts) == 1_161_192
+    assert texts[0][1][:4] == ["The", "Fulton", "County", "Grand"]
+
+
+def test_missing_brown_says_how_to_get_it(monkeypatch, tmp_path):
+    monkeypatch.setenv("NLTK_DATA", str(tmp_path))
+    monkeypatch.setattr(corpus, "nltk_data_paths", lambda: [str(tmp_path)])
+    with pytest.raises(corpus.CorpusError, match="nltk.downloader brown"):
+        corpus.brown_corpus()
+
+
+def test_tokenize_matches_tensorflow():
+    import tensorflow as tf
+
+    line = " a\tb  c\x0bd\x0ce\rf \u00a0g "
+    assert corpus.tokenize(line) == [t.decode() for t in tf.strings.split(line).numpy()]
+
+
+def test_invalid_utf8_names_file_and_line(tmp_path):
+    path = tmp_path / "bad.txt"
+    path.write_bytes(b"good line\nbad \xff\xfe here\n")
+    split = corpus.file_split(str(path))
+    with pytest.raises(corpus.CorpusError, match=r"bad\.txt line 2 is not valid UTF-8"):
+        list(split.iter_lines())
+
+
+def test_empty_file_is_refused(tmp_path):
+    path = helpers.write_lines(str(tmp_path / "empty.txt"), ["", "  "])
+    with pytest.raises(corpus.CorpusError, match="empty.txt is empty"):
+        corpus.check_split(corpus.file_split(path), order=3)
+
+
+def test_file_with_no_line_as_long_as_n_is_refused(tmp_path):
+    path = helpers.write_lines(str(tmp_path / "short.txt"), ["a b", "c"])
+    corpus.check_split(corpus.file_split(path), order=2)
+    with pytest.raises(corpus.CorpusError, match="no line of at least 3 tokens"):
+        corpus.check_split(corpus.file_split(path), order=3)
+
+
+def test_missing_file_is_refused(tmp_path):
+    with pytest.raises(corpus.CorpusError, match="no file matches"):
+        corpus.file_split(str(tmp_path / "nope*.txt"))
+
+
+def test_vocabulary_order_min_count_and_round_trip(tmp_path):
+    split = corpus.Split("train", lines=("b a b c", "a b <unk>"))
+    vocab = vocabulary.build(split, 2)
+    assert vocab.words == ("</s>", "<unk>", "b", "a")
+    assert vocab.counts == (2, 2, 3, 2)  # 2 lines; c and the literal <unk> merged
+    vocab.save(str(tmp_path))
+    assert vocabulary.Vocabulary.load(str(tmp_path)) == vocab
+    assert vocab.ids(["a", "zzz", "</s>"]) == [3, 1, 0]

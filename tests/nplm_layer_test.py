@@ -1,0 +1,95 @@
+import numpy as np
+import pytest
+import tensorflow as tf
+import keras
+
+from nplm_tf.nplm_layer import NPLMLayer
+
+V, N1, M, H = 7, 2, 3, 4
+
+
+def make_layer(direct, weight_decay=0.0, dtype="float32"):
+    layer = NPLMLayer(vocab_size=V, context_size=N1, feature_dim=M, hidden_dim=H, direct=direct,
+                      weight_decay=weight_decay, dtype=dtype)
+    layer.build((None, N1))
+    rng = np.random.default_rng(0)
+    for w in layer.weights:
+        w.assign(rng.normal(size=w.shape).astype("float32"))
+    return layer
+
+
+def numpy_eq1(layer, context):
+    C, H_, d, U, b = (np.asarray(layer.weights[i].numpy(), np.float64) for i in range(5))
+    x = np.concatenate([C[context[:, j]] for j in range(N1)], axis=1)  # (batch, (n-1)m)
+    y = b + np.tanh(d + x @ H_) @ U
+    if layer.W is not None:
+        y = y + x @ np.asarray(layer.W.numpy(), np.float64)
+    return y
+
+
+@pytest.mark.parametrize("direct", [False, True])
+def test_matches_numpy_equation_1(direct):
+    layer = make_layer(direct)
+    context = np.array([[0, 1], [6, 7], [3, 3]], np.int32)  # 7 is <s>
+    got = layer(context).numpy()
+    np.testing.assert_allclose(got, numpy_eq1(layer, context), rtol=1e-5, atol=1e-5)
+    assert got.dtype == np.float32
+    assert len(layer.weights) == (6 if direct else 5)
+
+
+def test_bfloat16_policy_is_close_and_returns_float32():
+    exact = make_layer(False)
+    fast = make_layer(False, dtype="mixed_bfloat16")
+    context = np.array([[1, 2], [4, 5]], np.int32)
+    got = fast(context)
+    assert got.dtype == tf.float32
+    np.testing.assert_allclose(got.numpy(), exact(context).numpy(), rtol=0.05, atol=0.15)
+
+
+def test_get_config_round_trip():
+    layer = make_layer(True, weight_decay=0.01)
+    clone = NPLMLayer.from_config(layer.get_config())
+    for key in ("vocab_size", "context_size", "feature_dim", "hidden_dim", "direct", "weight_decay"):
+        assert getattr(clone, key) == getattr(layer, key)
+
+
+@pytest.mark.parametrize("name,value", [("vocab_size", 0), ("context_size", -1), ("feature_dim", 0), ("hidden_dim", 2.5)])
+def test_rejects_bad_sizes_naming_the_argument(name, value):
+    args = dict(vocab_size=V, context_size=N1, feature_dim=M, hidden_dim=H)
+    args[name] = value
+    with pytest.raises(ValueError, match=name):
+        NPLMLayer(**args)
+
+
+def test_saved_and_reloaded_model_gives_identical_logits(tmp_path):
+    inputs = keras.Input((N1,), dtype="int32")
+    model = keras.Model(inputs, make_layer(True)(inputs))
+    path = str(tmp_path / "m.keras")
+    model.save(path)
+    reloaded = keras.models.load_model(path)
+    context = np.array([[0, 1], [6, 7]], np.int32)
+    np.testing.assert_array_equal(model.predict(context, verbose=0), reloaded.predict(context, verbose=0))
+
+
+def test_gradient_of_C_is_sparse_and_touches_only_window_rows():
+    layer = make_layer(False, weight_decay=0.1)
+    context = tf.constant([[1, 2], [2, 5]], tf.int32)
+    with tf.GradientTape() as tape:
+        loss = tf.reduce_sum(layer(context)) + tf.add_n(layer.losses)
+    grad_c = tape.gradient(loss, layer.C.value)
+    assert isinstance(grad_c, tf.IndexedSlices)
+    assert set(np.unique(grad_c.indices.numpy())) == {1, 2, 5}
+
+
+def test_weight_decay_touches_no_bias():
+    layer = make_layer(True, weight_decay=0.5)
+    layer(np.array([[1, 2]], np.int32))
+    with tf.GradientTape() as tape:
+        layer(np.array([[1, 2]], np.int32))
+        penalty = tf.add_n(layer.losses)
+    grads = dict(zip([w.name for w in layer.weights], tape.gradient(penalty, [w.value for w in layer.weights])))
+    assert grads["b"] is None and grads["d"] is None
+    for name in ("H", "U", "W"):  # d/dθ λ‖θ‖² = 2λθ
+        np.testing.assert_allclose(tf.convert_to_tensor(grads[name]).numpy(), 2 * 0.5 * getattr(layer, name).numpy(), rtol=1e-6)
+    # Only the two C rows in the window are decayed.
+    assert set(np.unique(grads["C"].indices.numpy())) == {1, 2}

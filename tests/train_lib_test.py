@@ -1,0 +1,91 @@
+import json
+import os
+
+import keras
+import numpy as np
+import pytest
+
+from nplm_tf import callbacks as callbacks_lib
+from nplm_tf import train_lib
+from nplm_tf.config import ConfigError
+from pipelines import corpus as corpus_lib
+from tests import helpers
+
+
+def files_corpus(tmp_path):
+    paths = helpers.tiny_corpus_files(tmp_path)
+    return corpus_lib.files_corpus(paths["train"], paths["valid"], paths["test"])
+
+
+class Interrupt(keras.callbacks.Callback):
+    """Raises KeyboardInterrupt at (epoch, batch), as Ctrl-C would."""
+
+    def __init__(self, epoch, batch):
+        super().__init__()
+        self.at = (epoch, batch)
+        self.epoch = None
+
+    def on_epoch_begin(self, epoch, logs=None):
+        self.epoch = epoch
+
+    def on_train_batch_begin(self, batch, logs=None):
+        if (self.epoch, batch) >= self.at:
+            raise KeyboardInterrupt
+
+
+def test_small_run_writes_metrics_and_learns(tmp_path):
+    config = helpers.tiny_config(epochs=3)
+    metrics = train_lib.train_and_evaluate(config, str(tmp_path / "m"), files_corpus(tmp_path), verbose=0)
+    with open(tmp_path / "m" / "metrics.json") as f:
+        assert json.load(f) == json.loads(json.dumps(metrics))
+    assert metrics["config"] == config.to_dict()
+    assert set(metrics["tokens"]) == {"train", "valid", "test"}
+    assert [e["epoch"] for e in metrics["epochs"]] == [1, 2, 3]
+    for key in ("train_loss", "valid_perplexity", "seconds", "tokens_per_second"):
+        assert all(np.isfinite(e[key]) for e in metrics["epochs"]), key
+    # A small grammar: far better than uniform over the vocabulary.
+    assert metrics["test_perplexity"] < 0.5 * metrics["vocab_size"]
+    assert os.path.isfile(tmp_path / "m" / "model.keras")
+
+
+def test_resume_after_interruption_matches_uninterrupted_run(tmp_path):
+    corpus = files_corpus(tmp_path)
+    config = helpers.tiny_config(epochs=4, optimizer="adam", learning_rate=0.01, lr_decay=0.01)
+    straight = train_lib.train_and_evaluate(config, str(tmp_path / "a"), corpus, verbose=0)
+    with pytest.raises(KeyboardInterrupt):  # mid-epoch 3
+        train_lib.train_and_evaluate(config, str(tmp_path / "b"), corpus, verbose=0,
+                                     extra_callbacks=[Interrupt(epoch=2, batch=3)])
+    assert len(callbacks_lib.read_history(str(tmp_path / "b"))) == 2
+    assert not os.path.exists(tmp_path / "b" / "metrics.json")
+    resumed = train_lib.train_and_evaluate(config, str(tmp_path / "b"), corpus, verbose=0)
+    for key in ("valid_perplexity", "test_perplexity"):
+        assert resumed[key] == pytest.approx(straight[key], rel=1e-4), key
+    assert [e["valid_perplexity"] for e in resumed["epochs"]] == pytest.approx(
+        [e["valid_perplexity"] for e in straight["epochs"]], rel=1e-4)
+
+
+def test_finished_run_is_not_trained_again(tmp_path):
+    corpus = files_corpus(tmp_path)
+    config = helpers.tiny_config(epochs=1)
+    first = train_lib.train_and_evaluate(config, str(tmp_path / "m"), corpus, verbose=0)
+    mtime = os.path.getmtime(tmp_path / "m" / "best.weights.h5")
+    again = train_lib.train_and_evaluate(config, str(tmp_path / "m"), corpus, verbose=0)
+    assert again == json.loads(json.dumps(first))
+    assert os.path.getmtime(tmp_path / "m" / "best.weights.h5") == mtime
+
+
+def test_model_dir_of_another_config_is_refused_and_left_intact(tmp_path):
+    corpus = files_corpus(tmp_path)
+    train_lib.train_and_evaluate(helpers.tiny_config(epochs=1), str(tmp_path / "m"), corpus, verbose=0)
+    before = {f: os.path.getmtime(tmp_path / "m" / f) for f in os.listdir(tmp_path / "m")}
+    with pytest.raises(ConfigError, match=r"another configuration \(hidden_dim: 16 -> 32\)"):
+        train_lib.train_and_evaluate(helpers.tiny_config(epochs=1, hidden_dim=32), str(tmp_path / "m"), corpus)
+    assert {f: os.path.getmtime(tmp_path / "m" / f) for f in os.listdir(tmp_path / "m")} == before
+
+
+def test_learning_rate_follows_the_papers_schedule():
+    from nplm_tf import model as model_lib
+
+    schedule = model_lib.learning_rate(helpers.tiny_config(learning_rate=0.5, lr_decay=0.25))
+    for t in (0, 1, 4, 100):
+        assert float(schedule(t)) == pytest.approx(0.5 / (1 + 0.25 * t), rel=1e-6)

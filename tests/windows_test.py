@@ -1,0 +1,77 @@
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from pipelines import corpus, vocabulary, windows
+
+
+def vocab_of(lines, min_count=1):
+    return vocabulary.build(corpus.Split("train", lines=tuple(lines)), min_count)
+
+
+def all_windows(lines, order, **kwargs):
+    split = corpus.Split("s", lines=tuple(lines))
+    vocab = vocab_of(lines)
+    tokens = sum(len(corpus.tokenize(line)) + 1 for line in lines if corpus.tokenize(line))
+    ds = windows.window_dataset(split, vocab, order, 4, tokens, **kwargs)
+    pairs = [(tuple(c), t) for ctx, tgt in ds.as_numpy_iterator() for c, t in zip(ctx, tgt)]
+    return vocab, pairs, ds
+
+
+def test_exact_windows_with_padding_and_no_line_crossing():
+    # ids: </s>=0 <unk>=1, then by count desc, then string: a=2 (3x), b=3 (2x), c=4, d=5; <s>=6
+    vocab, pairs, _ = all_windows(["a b a", "c a b d"], order=3)
+    assert vocab.words == ("</s>", "<unk>", "a", "b", "c", "d")
+    S = vocab.bos_id
+    assert S == 6
+    # Contexts are most recent first: (w_{t-1}, w_{t-2}).
+    assert pairs == [
+        ((S, S), 2), ((2, S), 3), ((3, 2), 2), ((2, 3), 0),  # "a b a </s>"
+        ((S, S), 4), ((4, S), 2), ((2, 4), 3), ((3, 2), 5), ((5, 3), 0),  # "c a b d </s>": restarts with <s>
+    ]
+
+
+def test_unknown_words_map_to_unk_and_blank_lines_are_skipped():
+    split = corpus.Split("s", lines=("x y", "", "   ", "x zz"))
+    vocab = vocabulary.build(corpus.Split("t", lines=("x x",)), 2)
+    ds = windows.window_dataset(split, vocab, 2, 8, 6)
+    ctx, tgt = next(iter(ds))
+    assert tgt.numpy().tolist() == [2, 1, 0, 2, 1, 0]  # x <unk> </s> x <unk> </s>
+    assert ctx.numpy()[:, 0].tolist() == [3, 2, 1, 3, 2, 1]
+
+
+def test_cardinality_is_true_and_every_token_is_seen_once_when_shuffled():
+    lines = [" ".join(f"w{i % 13}" for i in range(k, k + 20)) for k in range(30)]
+    _, plain, ds = all_windows(lines, order=4)
+    _, mixed, sds = all_windows(lines, order=4, shuffle=True, shuffle_buffer=50, seed=3)
+    assert ds.cardinality().numpy() == sds.cardinality().numpy() == int(np.ceil(len(plain) / 4))
+    assert sorted(plain) == sorted(mixed)
+    assert plain != mixed
+
+
+def test_shuffle_order_is_a_function_of_seed_and_epoch():
+    lines = [" ".join(f"w{i}" for i in range(k, k + 30)) for k in range(20)]
+    split = corpus.Split("s", lines=tuple(lines))
+    vocab = vocab_of(lines)
+    epoch = tf.Variable(0, dtype=tf.int64)
+    ds = windows.window_dataset(split, vocab, 3, 8, 620, shuffle=True, shuffle_buffer=100, seed=1, epoch=epoch)
+
+    def order():
+        return np.concatenate([t for _, t in ds.as_numpy_iterator()]).tolist()
+
+    first = order()
+    epoch.assign(1)
+    second = order()
+    epoch.assign(0)
+    assert order() == first
+    assert second != first
+
+
+def test_split_window_reverses_context():
+    ctx, tgt = windows.split_window(tf.constant([[1, 2, 3, 4]], tf.int64))
+    assert ctx.numpy().tolist() == [[3, 2, 1]] and tgt.numpy().tolist() == [4]
+
+
+@pytest.mark.parametrize("tokens,batch,expected", [(10, 4, 3), (8, 4, 2), (1, 256, 1)])
+def test_num_batches(tokens, batch, expected):
+    assert windows.num_batches(tokens, batch) == expected
