@@ -36,6 +36,7 @@ class Config:
     learning_rate: float = 1e-3  # eps_0
     lr_decay: float = 1e-4  # r, per step
     weight_decay: float = 1e-6  # lambda on H, U, W and the C rows in the window
+    dropout: float = 0.0  # on x and tanh(d + Hx) in training; not in the paper
     precision: str = "mixed_bfloat16"  # compute dtype; softmax always float32
     shuffle_buffer: int = 100_000  # windows mixed before batching
     patience: int = 2  # epochs without a better valid perplexity before stopping
@@ -52,6 +53,7 @@ class Config:
         _check(self.learning_rate > 0, "learning_rate", self.learning_rate, "must be positive")
         _check(self.lr_decay >= 0, "lr_decay", self.lr_decay, "must be >= 0")
         _check(self.weight_decay >= 0, "weight_decay", self.weight_decay, "must be >= 0")
+        _check(0 <= self.dropout < 1, "dropout", self.dropout, "must be in [0, 1)")
         _check(self.precision in PRECISIONS, "precision", self.precision, f"must be one of {PRECISIONS}")
         _check(self.shuffle_buffer >= 1, "shuffle_buffer", self.shuffle_buffer, "must be at least 1")
         _check(self.patience >= 1, "patience", self.patience, "must be at least 1")

@@ -42,6 +42,8 @@ def build_model(config: Config, vocab_size: int) -> keras.Model:
         hidden_dim=config.hidden_dim,
         direct=config.direct,
         weight_decay=config.weight_decay,
+        dropout=config.dropout,
+        seed=config.seed,
         dtype=config.precision,
         name="nplm",
     )(context)

@@ -1,6 +1,7 @@
 """Equation (1) of Bengio, Ducharme, Vincent and Jauvin (2003) as one Keras layer."""
 
 import keras
+import tensorflow as tf
 from keras import ops
 
 
@@ -26,6 +27,11 @@ class NPLMLayer(keras.layers.Layer):
       hidden_dim: h, tanh hidden units.
       direct: whether the direct connections W exist (else W = 0).
       weight_decay: λ ≥ 0.
+      dropout: rate in [0, 1) applied in training to x and to the tanh layer
+        (not in the paper; 0 turns it off). Masks are stateless, keyed by
+        `seed` and a step counter saved with the weights, so a resumed run
+        draws the same masks as an uninterrupted one.
+      seed: seed of the dropout masks.
       **kwargs: passed to `keras.layers.Layer` (`name`, `dtype`, ...).
 
     Example:
@@ -46,6 +52,8 @@ class NPLMLayer(keras.layers.Layer):
         hidden_dim,
         direct=False,
         weight_decay=0.0,
+        dropout=0.0,
+        seed=0,
         **kwargs,
     ):
         # Variables are cast by hand in call(): autocasting C would cast the
@@ -66,8 +74,12 @@ class NPLMLayer(keras.layers.Layer):
         self.context_size = context_size
         self.feature_dim = feature_dim
         self.hidden_dim = hidden_dim
+        if not 0 <= dropout < 1:
+            raise ValueError(f"`dropout` must be in [0, 1). Received: dropout={dropout!r}")
         self.direct = bool(direct)
         self.weight_decay = float(weight_decay)
+        self.dropout = float(dropout)
+        self.seed = int(seed)
 
     def build(self, input_shape):
         x_dim = self.context_size * self.feature_dim  # (n-1)m
@@ -83,16 +95,34 @@ class NPLMLayer(keras.layers.Layer):
         self.W = None
         if self.direct:
             self.W = self.add_weight(shape=(x_dim, self.vocab_size), initializer="zeros", name="W")
+        self.step = None
+        if self.dropout:
+            self.step = self.add_weight(
+                shape=(), dtype="int64", initializer="zeros", trainable=False,
+                aggregation="only_first_replica", name="dropout_step",
+            )
 
     def _weights(self):
         return [w for w in (self.H, self.U, self.W) if w is not None]
 
-    def call(self, context):
+    def _dropout(self, value, salt):
+        replica = tf.distribute.get_replica_context()
+        replica_id = replica.replica_id_in_sync_group if replica is not None else 0
+        seed = tf.stack([tf.cast(self.seed * 4 + salt, tf.int64), self.step.value * 64 + tf.cast(replica_id, tf.int64)])
+        return tf.nn.experimental.stateless_dropout(value, rate=self.dropout, seed=seed)
+
+    def call(self, context, training=False):
         dtype = self.compute_dtype
         features = ops.take(self.C, ops.cast(context, "int32"), axis=0)  # (batch, n-1, m), sparse grad
         x = ops.reshape(features, (-1, self.context_size * self.feature_dim))  # (batch, (n-1)m)
         xc = ops.cast(x, dtype)
+        drop = bool(training) and self.dropout > 0
+        if drop:
+            self.step.assign_add(1)
+            xc = self._dropout(xc, 0)
         a = ops.tanh(ops.matmul(xc, ops.cast(self.H, dtype)) + ops.cast(self.d, dtype))  # (batch, h)
+        if drop:
+            a = self._dropout(a, 1)
         y = ops.matmul(a, ops.cast(self.U, dtype))  # (batch, |V|)
         if self.W is not None:
             y = y + ops.matmul(xc, ops.cast(self.W, dtype))  # (batch, |V|)
@@ -116,6 +146,8 @@ class NPLMLayer(keras.layers.Layer):
                 "hidden_dim": self.hidden_dim,
                 "direct": self.direct,
                 "weight_decay": self.weight_decay,
+                "dropout": self.dropout,
+                "seed": self.seed,
             }
         )
         return config

@@ -33,6 +33,7 @@ flags.DEFINE_enum("optimizer", _D.optimizer, ["sgd", "adam"], "sgd: eps_t = eps_
 flags.DEFINE_float("learning_rate", _D.learning_rate, "eps_0.")
 flags.DEFINE_float("lr_decay", _D.lr_decay, "r, per step, in eps_t = eps_0/(1 + r t).")
 flags.DEFINE_float("weight_decay", _D.weight_decay, "lambda on H, U, W and the C rows in the window (not biases).")
+flags.DEFINE_float("dropout", _D.dropout, "Dropout on x and the tanh layer in training (not in the paper).")
 flags.DEFINE_enum("precision", _D.precision, ["float32", "mixed_bfloat16"], "Compute dtype (softmax is float32 either way).")
 flags.DEFINE_integer("shuffle_buffer", _D.shuffle_buffer, "Windows per shuffled block.")
 flags.DEFINE_integer("seed", _D.seed, "Random seed (initialization and data order).")

@@ -14,6 +14,7 @@ import os
 import sys
 
 import keras
+import numpy as np
 import tensorflow as tf
 
 from nplm_tf import callbacks as callbacks_lib
@@ -91,6 +92,12 @@ def build_compiled_model(config: Config, vocab_size: int, strategy: tf.distribut
     return model
 
 
+def init_output_bias(model: keras.Model, vocab: vocab_lib.Vocabulary) -> None:
+    """b = ln of the train unigram frequencies: training starts from the unigram model."""
+    counts = np.asarray(vocab.counts, np.float64) + 1.0  # add-one: <unk> may count 0
+    model.get_layer("nplm").b.assign(np.log(counts / counts.sum()).astype(np.float32))
+
+
 def train_and_evaluate(
     config: Config,
     model_dir: str,
@@ -120,6 +127,7 @@ def train_and_evaluate(
     )
     valid_ds = data.dataset(corpus, "valid", config)
     model = build_compiled_model(config, data.vocab.size, strategy)
+    init_output_bias(model, data.vocab)  # a resume restores the trained b over this
     print(f"training {model.count_params():,} parameters on {strategy.num_replicas_in_sync} replica(s); "
           f"{data.tokens['train']:,} train tokens, |V| = {data.vocab.size:,}", flush=True)
 
@@ -137,11 +145,14 @@ def train_and_evaluate(
         ),
         *extra_callbacks,
     ]
-    model.fit(train_ds, epochs=config.epochs, callbacks=callbacks, verbose=verbose)
+    # shuffle=False: the dataset already shuffles, as a function of the epoch.
+    model.fit(train_ds, epochs=config.epochs, callbacks=callbacks, verbose=verbose, shuffle=False)
 
     model.load_weights(os.path.join(model_dir, callbacks_lib.BEST_WEIGHTS))
     metrics = evaluate_all(model, data, corpus, config)
     metrics["epochs"] = list(callbacks_lib.read_history(model_dir).values())
+    metrics["train_seconds"] = sum(e["seconds"] for e in metrics["epochs"])
+    metrics["best_epoch"] = min(metrics["epochs"], key=lambda e: e["valid_perplexity"])["epoch"]
     model.save(os.path.join(model_dir, KERAS_FILE))
     callbacks_lib.write_json(os.path.join(model_dir, METRICS_FILE), metrics)
     return metrics

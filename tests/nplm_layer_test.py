@@ -93,3 +93,21 @@ def test_weight_decay_touches_no_bias():
         np.testing.assert_allclose(tf.convert_to_tensor(grads[name]).numpy(), 2 * 0.5 * getattr(layer, name).numpy(), rtol=1e-6)
     # Only the two C rows in the window are decayed.
     assert set(np.unique(grads["C"].indices.numpy())) == {1, 2}
+
+
+def test_dropout_only_in_training_with_masks_keyed_by_step():
+    layer = NPLMLayer(vocab_size=V, context_size=N1, feature_dim=M, hidden_dim=H, dropout=0.5, seed=3)
+    context = np.array([[1, 2], [3, 4]], np.int32)
+    inference = layer(context).numpy()
+    np.testing.assert_array_equal(inference, layer(context, training=False).numpy())
+    first = layer(context, training=True).numpy()
+    second = layer(context, training=True).numpy()
+    assert int(layer.step.numpy()) == 2
+    assert not np.allclose(first, inference) and not np.allclose(first, second)
+    layer.step.assign(1)  # the same step draws the same masks
+    np.testing.assert_array_equal(layer(context, training=True).numpy(), second)
+
+
+def test_dropout_rate_is_checked():
+    with pytest.raises(ValueError, match="dropout"):
+        NPLMLayer(vocab_size=V, context_size=N1, feature_dim=M, hidden_dim=H, dropout=1.0)

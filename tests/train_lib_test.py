@@ -48,9 +48,10 @@ def test_small_run_writes_metrics_and_learns(tmp_path):
     assert os.path.isfile(tmp_path / "m" / "model.keras")
 
 
-def test_resume_after_interruption_matches_uninterrupted_run(tmp_path):
+@pytest.mark.parametrize("dropout", [0.0, 0.3])
+def test_resume_after_interruption_matches_uninterrupted_run(tmp_path, dropout):
     corpus = files_corpus(tmp_path)
-    config = helpers.tiny_config(epochs=4, optimizer="adam", learning_rate=0.01, lr_decay=0.01)
+    config = helpers.tiny_config(epochs=4, optimizer="adam", learning_rate=0.01, lr_decay=0.01, dropout=dropout)
     straight = train_lib.train_and_evaluate(config, str(tmp_path / "a"), corpus, verbose=0)
     with pytest.raises(KeyboardInterrupt):  # mid-epoch 3
         train_lib.train_and_evaluate(config, str(tmp_path / "b"), corpus, verbose=0,
@@ -62,6 +63,20 @@ def test_resume_after_interruption_matches_uninterrupted_run(tmp_path):
         assert resumed[key] == pytest.approx(straight[key], rel=1e-4), key
     assert [e["valid_perplexity"] for e in resumed["epochs"]] == pytest.approx(
         [e["valid_perplexity"] for e in straight["epochs"]], rel=1e-4)
+
+
+def test_resume_survives_a_truncated_backup(tmp_path):
+    """A kill -9 during a save truncates the latest backup; the previous one is used."""
+    corpus = files_corpus(tmp_path)
+    config = helpers.tiny_config(epochs=4)
+    straight = train_lib.train_and_evaluate(config, str(tmp_path / "a"), corpus, verbose=0)
+    with pytest.raises(KeyboardInterrupt):
+        train_lib.train_and_evaluate(config, str(tmp_path / "b"), corpus, verbose=0,
+                                     extra_callbacks=[Interrupt(epoch=3, batch=0)])
+    latest = tmp_path / "b" / "backup" / "latest.weights.h5"
+    latest.write_bytes(latest.read_bytes()[:96])
+    resumed = train_lib.train_and_evaluate(config, str(tmp_path / "b"), corpus, verbose=0)
+    assert resumed["test_perplexity"] == pytest.approx(straight["test_perplexity"], rel=1e-4)
 
 
 def test_finished_run_is_not_trained_again(tmp_path):

@@ -1,0 +1,79 @@
+"""Training throughput for MLP9 at batch 256, as BENCHMARK.md defines it.
+
+    NLTK_DATA=../shared/nltk_data python -m benchmarks.throughput [--precision=float32]
+
+Prints one JSON line: predicted tokens/s after warm-up, the model FLOP rate
+6·(h·|V| + (n−1)·m·h [+ (n−1)·m·|V|])·tokens/s, a dense float32 2048×2048
+matmul's rate timed in this process, and their ratio.
+"""
+
+import json
+import time
+
+from absl import flags
+
+from nplm_tf import cli
+
+PRECISION = flags.DEFINE_enum("precision", "mixed_bfloat16", ["float32", "mixed_bfloat16"], "Compute dtype.")
+OPTIMIZER = flags.DEFINE_enum("optimizer", "adam", ["sgd", "adam"], "Optimizer.")
+DIRECT = flags.DEFINE_boolean("direct", False, "Direct connections W.")
+WARMUP = flags.DEFINE_integer("warmup_steps", 128, "Steps before timing.")
+STEPS = flags.DEFINE_integer("steps", 1024, "Timed steps.")
+REPEATS = flags.DEFINE_integer("repeats", 3, "Timed repeats; the median is reported.")
+
+
+def matmul_gflops(repeats: int = 20) -> float:
+    import tensorflow as tf
+
+    a = tf.random.normal([2048, 2048])
+    f = tf.function(lambda a: tf.matmul(a, a))
+    f(a).numpy()
+    start = time.perf_counter()
+    for _ in range(repeats):
+        r = f(a)
+    r.numpy()
+    return 2 * 2048**3 * repeats / (time.perf_counter() - start) / 1e9
+
+
+def main(argv):
+    import statistics
+
+    import keras
+
+    from nplm_tf import model as model_lib
+    from nplm_tf import train_lib
+    from nplm_tf.config import Config
+    from pipelines import corpus as corpus_lib
+
+    config = Config(precision=PRECISION.value, optimizer=OPTIMIZER.value, direct=DIRECT.value, batch_size=256)
+    corpus = corpus_lib.brown_corpus()
+    data = train_lib.prepare_data(config, corpus)
+    ds = data.dataset(corpus, "train", config, batch_size=config.batch_size, shuffle=True, seed=1).repeat()
+    model = model_lib.build_model(config, data.vocab.size)
+    model_lib.compile_model(model, config, steps_per_execution=train_lib.STEPS_PER_EXECUTION)
+    model.fit(ds, steps_per_epoch=WARMUP.value, epochs=1, verbose=0)
+    rates = []
+    for _ in range(REPEATS.value):
+        start = time.perf_counter()
+        model.fit(ds, steps_per_epoch=STEPS.value, epochs=1, verbose=0)
+        rates.append(STEPS.value * config.batch_size / (time.perf_counter() - start))
+    tokens_per_second = statistics.median(rates)
+    n1m, h, v = config.context_size * config.feature_dim, config.hidden_dim, data.vocab.size
+    flops_per_token = 6 * (h * v + n1m * h + (n1m * v if config.direct else 0))
+    model_gflops = flops_per_token * tokens_per_second / 1e9
+    dense = matmul_gflops()
+    keras.backend.clear_session()
+    print(json.dumps({
+        "config": {"order": config.order, "feature_dim": config.feature_dim, "hidden_dim": h, "direct": config.direct,
+                   "vocab_size": v, "batch_size": config.batch_size, "precision": config.precision,
+                   "optimizer": config.optimizer},
+        "tokens_per_second": round(tokens_per_second),
+        "tokens_per_second_runs": [round(r) for r in rates],
+        "model_gflops": round(model_gflops, 1),
+        "dense_matmul_fp32_gflops": round(dense, 1),
+        "ratio": round(model_gflops / dense, 3),
+    }))
+
+
+if __name__ == "__main__":
+    cli.run(main)

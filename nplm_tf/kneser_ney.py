@@ -1,0 +1,255 @@
+"""Interpolated modified Kneser-Ney n-gram models, built the way KenLM's lmplz does.
+
+Chen & Goodman (1998), with lmplz's conventions: each line is one sentence
+with a single `<s>` in front and `</s>` at the end; the highest order uses raw
+counts, lower orders use continuation ("adjusted") counts — the number of
+distinct words seen to the left — except n-grams starting with `<s>`, which
+keep raw counts; three discounts per order from counts of counts,
+
+    Y = t1 / (t1 + 2 t2),  D1 = 1 - 2Y t2/t1,  D2 = 2 - 3Y t3/t2,  D3+ = 3 - 4Y t4/t3,
+
+and interpolation down to the uniform distribution over the |V| predictable
+types, so every distribution sums to one exactly:
+
+    p(w | h) = (a(hw) - D(a(hw))) / S(h) + γ(h) p(w | h'),
+    γ(h) = (D1 N1(h·) + D2 N2(h·) + D3+ N3+(h·)) / S(h).
+
+Everything is numpy over arrays of n-gram ids: n-grams of order k are numbered
+by `np.unique` of (id of the (k-1)-gram context) * B + word, position by
+position, so no Python loop runs over tokens.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+
+FALLBACK_DISCOUNTS = (0.5, 1.0, 1.5)  # lmplz --discount_fallback
+
+
+class NgramError(ValueError):
+    """The n-gram model cannot be built or used as asked."""
+
+
+@dataclasses.dataclass
+class TokenArrays:
+    """A split as flat ids: each line is `<s>` + words + `</s>`."""
+
+    tokens: np.ndarray  # (T,) int64 ids; bos_id at each line start
+    offset: np.ndarray  # (T,) position within its line (0 at the <s>)
+
+    @classmethod
+    def from_lines(cls, lines_of_ids: list[list[int]], bos_id: int, eos_id: int) -> "TokenArrays":
+        lengths = np.array([len(ids) + 2 for ids in lines_of_ids], np.int64)
+        tokens = np.empty(int(lengths.sum()), np.int64)
+        starts = np.concatenate([[0], np.cumsum(lengths)[:-1]])
+        flat = [t for ids in lines_of_ids for t in (bos_id, *ids, eos_id)]
+        tokens[:] = flat
+        offset = np.arange(tokens.size, dtype=np.int64) - np.repeat(starts, lengths)
+        return cls(tokens, offset)
+
+    @property
+    def predicted(self) -> np.ndarray:
+        """Mask of the positions that are predicted (everything but <s>)."""
+        return self.offset > 0
+
+
+@dataclasses.dataclass
+class Order:
+    """The n-grams of one order k, sorted by key = context id * B + word."""
+
+    keys: np.ndarray  # (G,) int64, sorted
+    context: np.ndarray  # (G,) id of the (k-1)-gram prefix (0 for unigrams)
+    word: np.ndarray  # (G,) last word
+    suffix: np.ndarray  # (G,) id of the (k-1)-gram suffix (-1 for unigrams)
+    count: np.ndarray  # (G,) adjusted counts a(g)
+    discounts: tuple[float, float, float]
+    prob: np.ndarray | None = None  # (G,) interpolated p(word | context)
+    backoff: np.ndarray | None = None  # (G,) γ of this n-gram as a context (1 if never one)
+
+    def discount(self, counts: np.ndarray) -> np.ndarray:
+        d = np.zeros(counts.shape, np.float64)
+        d[counts == 1], d[counts == 2], d[counts >= 3] = self.discounts
+        return d
+
+    def lookup(self, keys: np.ndarray) -> np.ndarray:
+        """Ids of `keys` in this order, -1 where absent."""
+        where = np.searchsorted(self.keys, keys)
+        where = np.minimum(where, self.keys.size - 1)
+        found = (self.keys[where] == keys) & (keys >= 0)
+        return np.where(found, where, -1)
+
+
+def discounts_from(counts: np.ndarray, order: int) -> tuple[tuple[float, float, float], str | None]:
+    """Modified KN discounts from counts of counts, or the fallback with the reason."""
+    t = [int(np.count_nonzero(counts == c)) for c in (1, 2, 3, 4)]
+    if min(t) > 0:
+        y = t[0] / (t[0] + 2 * t[1])
+        d = (1 - 2 * y * t[1] / t[0], 2 - 3 * y * t[2] / t[1], 3 - 4 * y * t[3] / t[2])
+        if all(0 < x <= c + 1 for c, x in enumerate(d)):
+            return d, None
+    return FALLBACK_DISCOUNTS, (
+        f"order {order}: counts of counts t1..t4 = {t} do not give valid discounts; "
+        f"using the fallback {FALLBACK_DISCOUNTS} (like lmplz --discount_fallback)"
+    )
+
+
+class KneserNey:
+    """An interpolated modified Kneser-Ney model of order `order` over ids 0 .. V-1.
+
+    Args:
+      train: the training split as `TokenArrays`.
+      order: N, 1 to 5 (any N >= 1 works; 5 is KenLM's usual maximum here).
+      vocab_size: |V|, the predictable types; id V is `<s>`.
+
+    Example:
+    >>> data = TokenArrays.from_lines([[2, 3, 2], [3, 2]], bos_id=4, eos_id=0)
+    >>> model = KneserNey(data, order=2, vocab_size=4)
+    >>> float(model.distribution([2]).sum())
+    1.0
+    """
+
+    def __init__(self, train: TokenArrays, order: int, vocab_size: int):
+        if order < 1:
+            raise NgramError(f"order={order} must be at least 1.")
+        self.order = order
+        self.vocab_size = vocab_size
+        self.bos_id = vocab_size
+        self.base = vocab_size + 1
+        self.warnings: list[str] = []
+        ids, self.orders = self._count(train)
+        self._adjust(ids, train)
+        self._probabilities()
+
+    # ------------------------------------------------------------ building --
+
+    def _count(self, data: TokenArrays):
+        tokens, offset = data.tokens, data.offset
+        ids = [None, tokens.copy()]  # ids[k][t]: id of the k-gram ending at t, -1 if none
+        orders: list[Order | None] = [None]
+        unigram_keys = np.arange(self.base, dtype=np.int64)
+        orders.append(Order(unigram_keys, np.zeros(self.base, np.int64), unigram_keys.copy(),
+                            np.full(self.base, -1, np.int64), np.zeros(self.base), (0.0, 0.0, 0.0)))
+        for k in range(2, self.order + 1):
+            valid = offset >= k - 1
+            keys = np.full(tokens.size, -1, np.int64)
+            prev = np.roll(ids[k - 1], 1)
+            keys[valid] = prev[valid] * self.base + tokens[valid]
+            unique, inverse = np.unique(keys[valid], return_inverse=True)
+            kid = np.full(tokens.size, -1, np.int64)
+            kid[valid] = inverse
+            first = np.zeros(unique.size, np.int64)
+            first[inverse[::-1]] = np.flatnonzero(valid)[::-1]  # a position of each n-gram
+            orders.append(Order(unique, unique // self.base, unique % self.base, ids[k - 1][first],
+                                np.zeros(unique.size), (0.0, 0.0, 0.0)))
+            ids.append(kid)
+        return ids, orders
+
+    def _adjust(self, ids, data: TokenArrays):
+        predicted = data.offset > 0
+        for k in range(self.order, 0, -1):
+            o = self.orders[k]
+            valid = ids[k] >= 0
+            if k == 1:
+                valid &= predicted  # the lone <s> is never counted
+            raw = np.bincount(ids[k][valid], minlength=o.keys.size).astype(np.float64)
+            if k == self.order:
+                o.count = raw
+            else:
+                above = self.orders[k + 1]
+                o.count = np.bincount(above.suffix, minlength=o.keys.size).astype(np.float64)
+                starts_bos = self._first_word(k) == self.bos_id
+                o.count[starts_bos] = raw[starts_bos]
+            if k == 1:
+                o.count[self.bos_id] = 0.0
+            o.discounts, why = discounts_from(o.count[o.count > 0], k)
+            if why:
+                self.warnings.append(why)
+
+    def _first_word(self, k: int) -> np.ndarray:
+        """The first word of every k-gram, following context links down to order 1."""
+        g = np.arange(self.orders[k].keys.size)
+        for j in range(k, 1, -1):
+            g = self.orders[j].context[g]
+        return g
+
+    def _context_stats(self, k: int, size: int):
+        """S(h) and γ(h) for every (k-1)-gram h, as contexts of order k."""
+        o = self.orders[k]
+        d = o.discount(o.count)
+        total = np.bincount(o.context, weights=o.count, minlength=size)
+        mass = np.bincount(o.context, weights=d, minlength=size)
+        gamma = np.divide(mass, total, out=np.ones(size), where=total > 0)
+        return total, gamma
+
+    def _probabilities(self):
+        uni = self.orders[1]
+        words = np.arange(self.base) != self.bos_id
+        total = uni.count[words].sum()
+        if total <= 0:
+            raise NgramError("the training data has no tokens.")
+        gamma0 = uni.discount(uni.count)[words].sum() / total
+        uni.prob = np.maximum(uni.count - uni.discount(uni.count), 0) / total + gamma0 / self.vocab_size
+        uni.prob[self.bos_id] = 0.0
+        self._gamma0 = gamma0
+        for k in range(2, self.order + 1):
+            o, lower = self.orders[k], self.orders[k - 1]
+            total, gamma = self._context_stats(k, lower.keys.size)
+            lower.backoff = gamma
+            o.prob = (np.maximum(o.count - o.discount(o.count), 0) / total[o.context]
+                      + gamma[o.context] * lower.prob[o.suffix])
+        self.orders[self.order].backoff = np.ones(self.orders[self.order].keys.size)
+
+    # ------------------------------------------------------------- queries --
+
+    def distribution(self, context: list[int]) -> np.ndarray:
+        """p(· | context) over the |V| predictable types; context oldest first."""
+        context = list(context)[-(self.order - 1):] if self.order > 1 else []
+        if self.bos_id in context:
+            context = context[len(context) - context[::-1].index(self.bos_id) - 1:]
+        probs = self.orders[1].prob[: self.vocab_size].copy()
+        for k in range(2, len(context) + 2):
+            h = self._context_id(context[-(k - 1):])
+            if h < 0:
+                break
+            o = self.orders[k]
+            gamma = self.orders[k - 1].backoff[h]
+            lo, hi = np.searchsorted(o.keys, [h * self.base, (h + 1) * self.base])
+            if lo == hi:
+                continue
+            seen = o.word[lo:hi]
+            mixed = gamma * probs
+            mixed[seen] = o.prob[lo:hi]
+            probs = mixed
+        return probs
+
+    def _context_id(self, words: list[int]) -> int:
+        g = words[0]
+        for k, w in enumerate(words[1:], start=2):
+            g = int(self.orders[k].lookup(np.array([g * self.base + w]))[0])
+            if g < 0:
+                return -1
+        return g
+
+    def token_probabilities(self, data: TokenArrays) -> np.ndarray:
+        """p(w_t | up to N-1 previous words in its line) for every predicted position."""
+        tokens, offset = data.tokens, data.offset
+        ids = self.orders[1].lookup(tokens)
+        prob = self.orders[1].prob[tokens].copy()
+        backoff_product = np.ones(tokens.size)  # Π γ of contexts seen above the longest match
+        matched = prob.copy()
+        for k in range(2, self.order + 1):
+            valid = offset >= k - 1
+            prev = np.roll(ids, 1)
+            keys = np.where(valid & (prev >= 0), prev * self.base + tokens, -1)
+            context = np.where(valid, prev, -1)
+            kid = self.orders[k].lookup(keys)
+            found = kid >= 0
+            matched = np.where(found, self.orders[k].prob[np.maximum(kid, 0)], matched)
+            backoff_product = np.where(found, 1.0, backoff_product)
+            seen_context = ~found & (context >= 0)
+            gamma = self.orders[k - 1].backoff[np.maximum(context, 0)]
+            backoff_product = np.where(seen_context, backoff_product * gamma, backoff_product)
+            ids = kid
+        return (matched * backoff_product)[data.predicted]
