@@ -18,6 +18,7 @@ from pipelines import corpus_flags
 MODEL_DIR = flags.DEFINE_string("model_dir", None, "A directory written by nplm_tf.train.", required=True)
 SPLIT = flags.DEFINE_enum("split", "test", ["train", "valid", "test"], "Which split of --corpus to score.")
 FILES = flags.DEFINE_string("files", None, "Score these UTF-8 files (glob(s), comma-separated) instead of --corpus.")
+NGRAM_DIR = flags.DEFINE_string("ngram_dir", None, "An nplm_tf.ngram output: also report the network mixed with it (weights fitted on valid).")
 PER_TOKEN = flags.DEFINE_string("per_token", None, "Write token<TAB>ln_prob<TAB>log10_prob per predicted token here.")
 
 
@@ -46,7 +47,25 @@ def main(argv):
         import os
 
         os.replace(PER_TOKEN.value + ".tmp", PER_TOKEN.value)
-    print(json.dumps({"perplexity": result.perplexity, "tokens": result.tokens, "oov_rate": result.oov_rate}))
+    summary = {"perplexity": result.perplexity, "tokens": result.tokens, "oov_rate": result.oov_rate}
+    if NGRAM_DIR.value:
+        summary["mixture"] = mix_with_ngram(config, vocab, model, split)
+    print(json.dumps(summary))
+
+
+def mix_with_ngram(config, vocab, model, split):
+    from nplm_tf import evaluate_lib, mixture_lib, train_lib
+    from pipelines import windows
+
+    # The weights are always fitted on the corpus's valid split, then scored on `split`.
+    splits = {"valid": corpus_flags.corpus_from_flags()["valid"], "eval": split}
+    mixture_lib.check_same_vocabulary(vocab, NGRAM_DIR.value)
+    probs = {
+        name: evaluate_lib.token_probabilities(model, windows.window_dataset(
+            s, vocab, config.order, train_lib.EVAL_BATCH_SIZE, train_lib.split_tokens(s)))
+        for name, s in splits.items()
+    }
+    return mixture_lib.fit_and_score(probs, splits, vocab, NGRAM_DIR.value, MODEL_DIR.value, "eval")
 
 
 def run():

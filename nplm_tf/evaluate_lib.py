@@ -58,3 +58,10 @@ def score(
         if on_batch is not None:
             on_batch(targets, nll)
     return Score(total, tokens, unk)
+
+
+def token_probabilities(model: keras.Model, dataset: tf.data.Dataset) -> np.ndarray:
+    """P(target | context) for every window of `dataset`, in order, as float64."""
+    parts: list[np.ndarray] = []
+    score(model, dataset, on_batch=lambda targets, nll: parts.append(nll))
+    return np.exp(-np.concatenate(parts)) if parts else np.zeros(0)

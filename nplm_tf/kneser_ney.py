@@ -253,3 +253,20 @@ class KneserNey:
             backoff_product = np.where(seen_context, backoff_product * gamma, backoff_product)
             ids = kid
         return (matched * backoff_product)[data.predicted]
+
+    def context_counts(self, data: TokenArrays) -> np.ndarray:
+        """Train count of each predicted token's (N-1)-word context (0 if unseen or cut by <s>)."""
+        if self.order == 1:
+            return np.full(int(data.predicted.sum()), float(self.orders[1].count.sum()))
+        top = self.orders[self.order]
+        totals = np.bincount(top.context, weights=top.count, minlength=self.orders[self.order - 1].keys.size)
+        tokens, offset = data.tokens, data.offset
+        ids = tokens.copy()
+        for k in range(2, self.order):  # id of the k-gram ending at t
+            prev = np.roll(ids, 1)
+            keys = np.where((offset >= k - 1) & (prev >= 0), prev * self.base + tokens, -1)
+            ids = self.orders[k].lookup(keys)
+        context = np.roll(ids, 1)
+        context = np.where(offset >= self.order - 1, context, -1)
+        counts = np.where(context >= 0, totals[np.maximum(context, 0)], 0.0)
+        return counts[data.predicted]

@@ -1,0 +1,58 @@
+"""The network mixed with an n-gram model: weights fitted on valid, scored on any split."""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+
+from nplm_tf import callbacks as callbacks_lib
+from nplm_tf import mixture, ngram_lib
+from nplm_tf.config import ConfigError
+from pipelines import corpus as corpus_lib
+from pipelines import vocabulary as vocab_lib
+
+MIXTURE_FILE = "mixture.json"
+NUM_BUCKETS = 8
+
+
+def check_same_vocabulary(nn_vocab: vocab_lib.Vocabulary, ngram_dir: str) -> None:
+    ngram_vocab = vocab_lib.Vocabulary.load(ngram_dir)
+    if ngram_vocab.words != nn_vocab.words:
+        raise ConfigError(
+            f"the n-gram model in {ngram_dir} has another vocabulary ({ngram_vocab.size:,} types) than the "
+            f"network ({nn_vocab.size:,}); build it from the same corpus with the same --min_count."
+        )
+
+
+def fit_and_score(nn_probs: dict[str, np.ndarray], splits: dict[str, corpus_lib.Split],
+                  vocab: vocab_lib.Vocabulary, ngram_dir: str, model_dir: str, eval_split: str) -> dict:
+    """Fits the three mixtures on `valid`, reports them on `eval_split`, saves the weights."""
+    check_same_vocabulary(vocab, ngram_dir)
+    ngram = ngram_lib.load(ngram_dir)
+    arrays = {name: ngram_lib.token_arrays(split, vocab) for name, split in splits.items()}
+    ng = {name: ngram.token_probabilities(a) for name, a in arrays.items()}
+    buckets = {name: mixture.frequency_buckets(ngram.context_counts(a), NUM_BUCKETS) for name, a in arrays.items()}
+    for name in splits:
+        if ng[name].size != nn_probs[name].size:
+            raise ConfigError(f"{name}: the network scored {nn_probs[name].size} tokens, the n-gram {ng[name].size}.")
+    lam, _ = mixture.em_weight(nn_probs["valid"], ng["valid"])
+    weights = mixture.bucket_weights(nn_probs["valid"], ng["valid"], buckets["valid"], NUM_BUCKETS)
+    p_nn, p_ng = nn_probs[eval_split], ng[eval_split]
+    report = {
+        "ngram_dir": ngram_dir,
+        "ngram_order": ngram.order,
+        "network_perplexity": ngram_lib.perplexity(p_nn),
+        "ngram_perplexity": ngram_lib.perplexity(p_ng),
+        "fixed_0.5": {"weight": 0.5, "perplexity": ngram_lib.perplexity(mixture.mix(p_nn, p_ng, 0.5))},
+        "em": {"weight": lam, "perplexity": ngram_lib.perplexity(mixture.mix(p_nn, p_ng, lam))},
+        "context_frequency": {
+            "buckets": "0: unseen context; b >= 1: train count in [2^(b-1), 2^b)",
+            "weights": weights.tolist(),
+            "perplexity": ngram_lib.perplexity(mixture.mix(p_nn, p_ng, weights[buckets[eval_split]])),
+        },
+    }
+    saved = {k: report[k] for k in ("ngram_dir", "ngram_order")}
+    saved.update({k: report[k]["weight" if k != "context_frequency" else "weights"] for k in ("em", "context_frequency")})
+    callbacks_lib.write_json(os.path.join(model_dir, MIXTURE_FILE), saved)
+    return report

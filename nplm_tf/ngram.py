@@ -1,0 +1,42 @@
+"""Builds a count-based baseline on the network's pipeline and vocabulary.
+
+    python -m nplm_tf.ngram --order=5 --output=runs/kn5            # Brown
+    python -m nplm_tf.ngram --order=3 --output=DIR --corpus=files --train_files=...
+
+Writes DIR/metrics.json (valid_perplexity, test_perplexity, as `train` does),
+DIR/vocab.tsv, DIR/ngram.npz and DIR/model.arpa (loadable by KenLM / SRILM).
+"""
+
+import json
+
+from absl import flags
+
+from nplm_tf import cli
+from pipelines import corpus_flags
+
+ORDER = flags.DEFINE_integer("order", 5, "n-gram order (1 or more).")
+SMOOTHING = flags.DEFINE_enum("smoothing", "kneser_ney", ["kneser_ney"], "Interpolated modified Kneser-Ney.")
+OUTPUT = flags.DEFINE_string("output", None, "Directory for the model and metrics.json.", required=True)
+MIN_COUNT = flags.DEFINE_integer("min_count", 4, "Words seen fewer times in train become <unk> (as in train).")
+ARPA = flags.DEFINE_boolean("arpa", True, "Also write model.arpa.")
+
+
+def main(argv):
+    from nplm_tf import kneser_ney, ngram_lib
+
+    if MIN_COUNT.value < 1:
+        raise cli.ConfigError(f"min_count={MIN_COUNT.value} must be at least 1.")
+    try:
+        metrics = ngram_lib.train_ngram(ORDER.value, OUTPUT.value, corpus_flags.corpus_from_flags(),
+                                        MIN_COUNT.value, ARPA.value)
+    except kneser_ney.NgramError as e:
+        raise cli.ConfigError(str(e)) from None
+    print(json.dumps({k: metrics[k] for k in ("order", "valid_perplexity", "test_perplexity", "vocab_size")}))
+
+
+def run():
+    cli.run(main)
+
+
+if __name__ == "__main__":
+    run()

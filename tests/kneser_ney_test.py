@@ -1,0 +1,79 @@
+import math
+import os
+
+import numpy as np
+import pytest
+
+from nplm_tf import kneser_ney as kn
+from tests import helpers
+
+# Ids: </s>=0, <unk>=1, a=2, b=3; <s>=4.
+A, B, EOS, UNK, BOS = 2, 3, 0, 1, 4
+
+
+def small(order, lines=((A, B), (A, B, A))):
+    return kn.KneserNey(kn.TokenArrays.from_lines([list(x) for x in lines], BOS, EOS), order, vocab_size=4)
+
+
+def test_discounts_from_counts_of_counts():
+    # t1..t4 = 4, 2, 1, 1: Y = 0.5, D1 = 1 - 2(.5)(2/4), D2 = 2 - 3(.5)(1/2), D3+ = 3 - 4(.5)(1/1)
+    d, why = kn.discounts_from(np.array([1, 1, 1, 1, 2, 2, 3, 4, 7]), order=2)
+    assert why is None
+    assert d == pytest.approx((0.5, 1.25, 1.0))
+
+
+def test_hand_checked_bigram_model():
+    """'<s> a b </s>', '<s> a b a </s>': continuation counts a=2, b=1, </s>=2; fallback discounts."""
+    model = small(2)
+    assert model.orders[1].count[[EOS, UNK, A, B]].tolist() == [2, 0, 2, 1]
+    assert any("discount_fallback" in w for w in model.warnings)
+    unigram = model.orders[1].prob[:4]  # (a - D)/5 + γ0/4 with γ0 = 2.5/5
+    np.testing.assert_allclose(unigram, [0.325, 0.125, 0.325, 0.225])
+    # after a: b (2), </s> (1); S = 3, γ = 1.5/3
+    np.testing.assert_allclose(model.distribution([A]), [1 / 6 + 0.5 * 0.325, 0.0625, 0.1625, 1 / 3 + 0.5 * 0.225])
+    assert model.distribution([BOS])[A] == pytest.approx(0.5 + 0.5 * 0.325)
+
+
+@pytest.mark.parametrize("order", [1, 2, 3, 4, 5])
+def test_distributions_sum_to_one_including_unseen_contexts(order):
+    rng = np.random.default_rng(order)
+    lines = [rng.integers(0, 12, size=rng.integers(1, 15)).tolist() for _ in range(60)]
+    model = kn.KneserNey(kn.TokenArrays.from_lines(lines, 12, 0), order, vocab_size=12)
+    for context in ([], [12], [12, 3], [5, 7, 2, 9], [11, 11, 11, 11], lines[0][:4], [12, 0, 1]):
+        probs = model.distribution(context)
+        assert probs.shape == (12,) and (probs > 0).all()
+        assert probs.sum() == pytest.approx(1.0, abs=1e-12)
+
+
+@pytest.mark.parametrize("order", [2, 3, 5])
+def test_token_probabilities_agree_with_distributions(order):
+    rng = np.random.default_rng(0)
+    train = kn.TokenArrays.from_lines([rng.integers(0, 9, size=12).tolist() for _ in range(40)], 9, 0)
+    lines = [rng.integers(0, 9, size=n).tolist() for n in (1, 3, 8)]
+    model = kn.KneserNey(train, order, vocab_size=9)
+    got = model.token_probabilities(kn.TokenArrays.from_lines(lines, 9, 0))
+    expected = []
+    for line in lines:
+        seq = [9, *line, 0]
+        expected += [model.distribution(seq[max(0, t - order + 1):t])[seq[t]] for t in range(1, len(seq))]
+    np.testing.assert_allclose(got, expected, rtol=1e-12)
+
+
+def test_brown_matches_kenlm_lmplz():
+    """BENCHMARK.md: KenLM modified KN, valid / test perplexity for orders 3, 4, 5."""
+    os.environ.setdefault("NLTK_DATA", helpers.SHARED_NLTK)
+    from pipelines import corpus, vocabulary
+
+    brown = corpus.brown_corpus()
+    vocab = vocabulary.build(brown["train"], 4)
+
+    def arrays(split):
+        lines = [vocab.ids(corpus.tokenize(line)) for line in brown[split].iter_lines()]
+        return kn.TokenArrays.from_lines(lines, vocab.bos_id, vocab.eos_id)
+
+    train, valid, test = arrays("train"), arrays("valid"), arrays("test")
+    kenlm = {3: (209.63, 201.51), 4: (208.63, 200.43), 5: (208.27, 200.02)}
+    for order, expected in kenlm.items():
+        model = kn.KneserNey(train, order, vocab.size)
+        got = [math.exp(-np.log(model.token_probabilities(d)).mean()) for d in (valid, test)]
+        assert got == pytest.approx(expected, abs=0.006), order
