@@ -18,7 +18,7 @@ setup(
         "absl-py==2.5.1",
         "numpy>=1.26,<3",
     ],
-    extras_require={"test": ["pytest==9.2.0"]},
+    extras_require={"test": ["pytest==9.2.0", "kenlm==0.3.0"]},  # kenlm: ARPA round-trip test
     entry_points={
         "console_scripts": [
             "nplm-train=nplm_tf.train:run",

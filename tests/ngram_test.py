@@ -1,0 +1,97 @@
+"""The n-gram binary, its ARPA export read back by KenLM, and mixing it with the network."""
+
+import json
+import math
+import os
+
+import pytest
+
+from tests import helpers
+
+
+@pytest.fixture(scope="module")
+def corpus_flags(tmp_path_factory):
+    root = tmp_path_factory.mktemp("ng")
+    paths = helpers.tiny_corpus_files(root, train=150, valid=20, test=20)
+    return [f"--corpus=files", f"--train_files={paths['train']}", f"--valid_files={paths['valid']}",
+            f"--test_files={paths['test']}"], paths
+
+
+@pytest.fixture(scope="module")
+def kn3(corpus_flags, tmp_path_factory):
+    out = str(tmp_path_factory.mktemp("kn3"))
+    result = helpers.run_binary("nplm_tf.ngram", "--order=3", f"--output={out}", "--min_count=1", *corpus_flags[0])
+    assert result.returncode == 0, result.stderr[-3000:]
+    return out, json.loads(result.stdout.strip().splitlines()[-1])
+
+
+def test_ngram_binary_writes_metrics_and_arpa(kn3):
+    out, printed = kn3
+    metrics = json.load(open(os.path.join(out, "metrics.json")))
+    assert metrics["test_perplexity"] == printed["test_perplexity"] < metrics["vocab_size"]
+    lines = open(os.path.join(out, "model.arpa"), encoding="utf-8").read().splitlines()
+    assert lines[1] == "\\data\\" and lines[-1] == "\\end\\"
+    assert lines[2] == f"ngram 1={metrics['vocab_size'] + 1}"  # + <s>
+    assert sum(1 for line in lines if line.count("\t") >= 1 and len(line.split("\t")[1].split()) == 3) == int(
+        lines[4].split("=")[1])
+
+
+def test_kenlm_reads_the_arpa_export_with_the_same_perplexity(kn3, corpus_flags):
+    import kenlm
+
+    out, printed = kn3
+    from pipelines import corpus, vocabulary
+
+    vocab = vocabulary.Vocabulary.load(out)
+    model = kenlm.Model(os.path.join(out, "model.arpa"))
+    total, count = 0.0, 0
+    for line in corpus.file_split(corpus_flags[1]["test"]).iter_lines():
+        words = [vocab.words[i] for i in vocab.ids(corpus.tokenize(line))]
+        if words:
+            scores = [s[0] for s in model.full_scores(" ".join(words))]
+            total, count = total + sum(scores), count + len(scores)
+    assert 10 ** (-total / count) == pytest.approx(printed["test_perplexity"], rel=1e-4)
+
+
+def test_order_the_data_cannot_support_falls_back_and_says_so(corpus_flags, tmp_path):
+    small = helpers.write_lines(str(tmp_path / "small.txt"), ["a b c d e f", "a b c d e g"])
+    result = helpers.run_binary("nplm_tf.ngram", "--order=5", f"--output={tmp_path / 'o'}", "--min_count=1",
+                                "--corpus=files", f"--train_files={small}", f"--valid_files={small}",
+                                f"--test_files={small}")
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "like lmplz --discount_fallback" in result.stdout
+    assert json.load(open(tmp_path / "o" / "metrics.json"))["warnings"]
+
+
+@pytest.fixture(scope="module")
+def network(corpus_flags, tmp_path_factory):
+    model_dir = str(tmp_path_factory.mktemp("nn") / "m")
+    result = helpers.run_binary("nplm_tf.train", f"--model_dir={model_dir}", "--epochs=2", "--order=3",
+                                "--feature_dim=8", "--hidden_dim=16", "--min_count=1", "--batch_size=16",
+                                "--learning_rate=0.01", "--precision=float32", *corpus_flags[0])
+    assert result.returncode == 0, result.stderr[-3000:]
+    return model_dir
+
+
+def test_evaluate_mixes_with_the_ngram_and_saves_the_weights(network, kn3, corpus_flags):
+    result = helpers.run_binary("nplm_tf.evaluate", f"--model_dir={network}", f"--ngram_dir={kn3[0]}",
+                                *corpus_flags[0])
+    assert result.returncode == 0, result.stderr[-3000:]
+    out = json.loads(result.stdout.strip().splitlines()[-1])
+    mix = out["mixture"]
+    assert mix["network_perplexity"] == pytest.approx(out["perplexity"], rel=1e-9)
+    assert mix["ngram_perplexity"] == pytest.approx(kn3[1]["test_perplexity"], rel=1e-9)
+    for key in ("fixed_0.5", "em", "context_frequency"):
+        assert math.isfinite(mix[key]["perplexity"])
+    assert 0 <= mix["em"]["weight"] <= 1
+    saved = json.load(open(os.path.join(network, "mixture.json")))
+    assert saved["em"] == mix["em"]["weight"] and len(saved["context_frequency"]) == 8
+
+
+def test_mismatched_vocabulary_is_refused(network, corpus_flags, tmp_path):
+    out = str(tmp_path / "kn")
+    assert helpers.run_binary("nplm_tf.ngram", "--order=2", f"--output={out}", "--min_count=100",
+                              *corpus_flags[0]).returncode == 0
+    result = helpers.run_binary("nplm_tf.evaluate", f"--model_dir={network}", f"--ngram_dir={out}", *corpus_flags[0])
+    assert result.returncode != 0
+    assert "another vocabulary" in helpers.error_lines(result.stderr)[0]
