@@ -35,7 +35,7 @@ class Config:
     optimizer: str = "adam"  # "sgd" (eps_t = eps_0 / (1 + r t)) or "adam"
     learning_rate: float = 1e-3  # eps_0
     lr_decay: float = 1e-4  # r, per step
-    weight_decay: float = 1e-6  # lambda on H, U, W and the C rows in the window
+    weight_decay: float = 1e-5  # lambda on H, U, W and the C rows in the window
     dropout: float = 0.0  # on x and tanh(d + Hx) in training; not in the paper
     precision: str = "mixed_bfloat16"  # compute dtype; softmax always float32
     shuffle_buffer: int = 100_000  # windows mixed before batching

@@ -65,6 +65,7 @@ class Order:
     suffix: np.ndarray  # (G,) id of the (k-1)-gram suffix (-1 for unigrams)
     count: np.ndarray  # (G,) adjusted counts a(g)
     discounts: tuple[float, float, float]
+    raw: np.ndarray | None = None  # (G,) raw counts (occurrences in train)
     prob: np.ndarray | None = None  # (G,) interpolated p(word | context)
     backoff: np.ndarray | None = None  # (G,) γ of this n-gram as a context (1 if never one)
 
@@ -154,6 +155,7 @@ class KneserNey:
             if k == 1:
                 valid &= predicted  # the lone <s> is never counted
             raw = np.bincount(ids[k][valid], minlength=o.keys.size).astype(np.float64)
+            o.raw = raw
             if k == self.order:
                 o.count = raw
             else:

@@ -1,10 +1,10 @@
 """Count-based baselines on the same pipeline and vocabulary as the network.
 
 `train_ngram(order, output_dir, corpus)` builds the vocabulary exactly as
-`train_lib` does, fits an interpolated modified Kneser-Ney model, scores valid
-and test with exact per-token probabilities, and writes `metrics.json`,
-`vocab.tsv`, the model arrays (`ngram.npz`) and an ARPA file KenLM and SRILM
-can load.
+`train_lib` does, fits interpolated modified Kneser-Ney (or the paper's
+deleted-interpolation trigram), scores valid and test with exact per-token
+probabilities, and writes `metrics.json`, `vocab.tsv`, the model arrays
+(`ngram.npz`) and, for Kneser-Ney, an ARPA file KenLM and SRILM can load.
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ import os
 import numpy as np
 
 from nplm_tf import callbacks as callbacks_lib
+from nplm_tf import interpolated
 from nplm_tf import kneser_ney as kn
 from pipelines import corpus as corpus_lib
 from pipelines import vocabulary as vocab_lib
@@ -22,7 +23,7 @@ from pipelines import vocabulary as vocab_lib
 MODEL_FILE = "ngram.npz"
 ARPA_FILE = "model.arpa"
 METRICS_FILE = "metrics.json"
-_FIELDS = ("keys", "context", "word", "suffix", "count", "prob", "backoff")
+_FIELDS = ("keys", "context", "word", "suffix", "count", "raw", "prob", "backoff")
 
 
 def token_arrays(split: corpus_lib.Split, vocab: vocab_lib.Vocabulary) -> kn.TokenArrays:
@@ -39,8 +40,12 @@ def perplexity(probs: np.ndarray) -> float:
     return math.exp(-float(np.log(probs).mean()))
 
 
-def save(model: kn.KneserNey, directory: str) -> str:
-    arrays = {"order": np.array(model.order), "vocab_size": np.array(model.vocab_size)}
+def save(model, directory: str) -> str:
+    arrays = {}
+    if isinstance(model, interpolated.InterpolatedTrigram):
+        arrays["lambdas"] = model.lambdas
+        model = model.tables
+    arrays.update({"order": np.array(model.order), "vocab_size": np.array(model.vocab_size)})
     for k in range(1, model.order + 1):
         o = model.orders[k]
         arrays.update({f"{k}_{f}": getattr(o, f) for f in _FIELDS})
@@ -64,6 +69,10 @@ def load(directory: str) -> kn.KneserNey:
             kn.Order(**{name: f[f"{k}_{name}"] for name in _FIELDS}, discounts=tuple(f[f"{k}_discounts"]))
             for k in range(1, model.order + 1)
         ]
+        if "lambdas" in f:
+            trigram = interpolated.InterpolatedTrigram.__new__(interpolated.InterpolatedTrigram)
+            trigram.vocab_size, trigram.tables, trigram.lambdas = model.vocab_size, model, f["lambdas"]
+            return trigram
     return model
 
 
@@ -99,34 +108,53 @@ def write_arpa(model: kn.KneserNey, vocab: vocab_lib.Vocabulary, path: str) -> s
     return path
 
 
+SMOOTHINGS = ("kneser_ney", "interpolated")
+
+
 def train_ngram(order: int, output_dir: str, corpus: corpus_lib.Corpus, min_count: int = 4,
-                arpa: bool = True) -> dict:
-    """Fits modified Kneser-Ney of `order` on train; scores valid and test; writes metrics.json."""
+                arpa: bool = True, smoothing: str = "kneser_ney") -> dict:
+    """Fits the n-gram model on train (and, when interpolated, its λ on valid); writes metrics.json.
+
+    `kneser_ney`: interpolated modified Kneser-Ney of `order`, with an ARPA
+    export. `interpolated`: the paper's deleted-interpolation trigram (order 3).
+    """
     if order < 1:
         raise kn.NgramError(f"order={order} must be at least 1.")
+    if smoothing not in SMOOTHINGS:
+        raise kn.NgramError(f"smoothing={smoothing!r} must be one of {SMOOTHINGS}.")
+    if smoothing == "interpolated" and order != 3:
+        raise kn.NgramError(f"the interpolated model is a trigram; use --order=3 (got {order}).")
     for name in corpus_lib.SPLITS:
         corpus_lib.check_split(corpus[name], 1)
     os.makedirs(output_dir, exist_ok=True)
     vocab = vocab_lib.build(corpus["train"], min_count)
     vocab.save(output_dir)
     arrays = {name: token_arrays(corpus[name], vocab) for name in corpus_lib.SPLITS}
-    model = kn.KneserNey(arrays["train"], order, vocab.size)
-    for warning in model.warnings:
+    if smoothing == "interpolated":
+        model = interpolated.InterpolatedTrigram(arrays["train"], arrays["valid"], vocab.size)
+        warnings = []
+    else:
+        model = kn.KneserNey(arrays["train"], order, vocab.size)
+        warnings = model.warnings
+        if arpa:
+            write_arpa(model, vocab, os.path.join(output_dir, ARPA_FILE))
+    for warning in warnings:
         print(f"warning: {warning}", flush=True)
     save(model, output_dir)
-    if arpa:
-        write_arpa(model, vocab, os.path.join(output_dir, ARPA_FILE))
     probs = {name: model.token_probabilities(arrays[name]) for name in corpus_lib.SPLITS}
     metrics = {
-        "model": "modified_kneser_ney",
+        "model": "modified_kneser_ney" if smoothing == "kneser_ney" else "interpolated_trigram",
         "order": order,
         "corpus": corpus.name,
         "vocab_size": vocab.size,
         "min_count": min_count,
         "tokens": {name: int(p.size) for name, p in probs.items()},
-        "discounts": {str(k): list(model.orders[k].discounts) for k in range(1, order + 1)},
-        "warnings": model.warnings,
+        "warnings": warnings,
         **{f"{name}_perplexity": perplexity(p) for name, p in probs.items()},
     }
+    if smoothing == "kneser_ney":
+        metrics["discounts"] = {str(k): list(model.orders[k].discounts) for k in range(1, order + 1)}
+    else:
+        metrics["lambdas"] = model.lambdas.tolist()
     callbacks_lib.write_json(os.path.join(output_dir, METRICS_FILE), metrics)
     return metrics

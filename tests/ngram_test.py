@@ -95,3 +95,16 @@ def test_mismatched_vocabulary_is_refused(network, corpus_flags, tmp_path):
     result = helpers.run_binary("nplm_tf.evaluate", f"--model_dir={network}", f"--ngram_dir={out}", *corpus_flags[0])
     assert result.returncode != 0
     assert "another vocabulary" in helpers.error_lines(result.stderr)[0]
+
+
+def test_interpolated_trigram_binary_and_mixture(network, corpus_flags, tmp_path):
+    out = str(tmp_path / "it")
+    result = helpers.run_binary("nplm_tf.ngram", "--order=3", "--smoothing=interpolated", f"--output={out}",
+                                "--min_count=1", *corpus_flags[0])
+    assert result.returncode == 0, result.stderr[-3000:]
+    metrics = json.load(open(os.path.join(out, "metrics.json")))
+    assert metrics["model"] == "interpolated_trigram" and len(metrics["lambdas"]) == 8
+    mixed = helpers.run_binary("nplm_tf.evaluate", f"--model_dir={network}", f"--ngram_dir={out}", *corpus_flags[0])
+    assert mixed.returncode == 0, mixed.stderr[-3000:]
+    report = json.loads(mixed.stdout.strip().splitlines()[-1])["mixture"]
+    assert report["ngram_perplexity"] == pytest.approx(metrics["test_perplexity"], rel=1e-9)
