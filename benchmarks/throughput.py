@@ -17,9 +17,10 @@ from nplm_tf import cli
 PRECISION = flags.DEFINE_enum("precision", "mixed_bfloat16", ["float32", "mixed_bfloat16"], "Compute dtype.")
 OPTIMIZER = flags.DEFINE_enum("optimizer", "adam", ["sgd", "adam"], "Optimizer.")
 DIRECT = flags.DEFINE_boolean("direct", False, "Direct connections W.")
+JIT = flags.DEFINE_boolean("jit_compile", False, "XLA-compile the whole training step.")
 WARMUP = flags.DEFINE_integer("warmup_steps", 128, "Steps before timing.")
 STEPS = flags.DEFINE_integer("steps", 1024, "Timed steps.")
-REPEATS = flags.DEFINE_integer("repeats", 3, "Timed repeats; the median is reported.")
+REPEATS = flags.DEFINE_integer("repeats", 5, "Timed repeats; the median is reported.")
 
 
 def matmul_gflops(repeats: int = 20) -> float:
@@ -45,7 +46,8 @@ def main(argv):
     from nplm_tf.config import Config
     from pipelines import corpus as corpus_lib
 
-    config = Config(precision=PRECISION.value, optimizer=OPTIMIZER.value, direct=DIRECT.value, batch_size=256)
+    config = Config(precision=PRECISION.value, optimizer=OPTIMIZER.value, direct=DIRECT.value, batch_size=256,
+                    jit_compile=JIT.value)
     corpus = corpus_lib.brown_corpus()
     data = train_lib.prepare_data(config, corpus)
     ds = data.dataset(corpus, "train", config, batch_size=config.batch_size, shuffle=True, seed=1).repeat()
@@ -66,7 +68,7 @@ def main(argv):
     print(json.dumps({
         "config": {"order": config.order, "feature_dim": config.feature_dim, "hidden_dim": h, "direct": config.direct,
                    "vocab_size": v, "batch_size": config.batch_size, "precision": config.precision,
-                   "optimizer": config.optimizer},
+                   "optimizer": config.optimizer, "jit_compile": config.jit_compile},
         "tokens_per_second": round(tokens_per_second),
         "tokens_per_second_runs": [round(r) for r in rates],
         "model_gflops": round(model_gflops, 1),

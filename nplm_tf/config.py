@@ -14,7 +14,7 @@ OPTIMIZERS = ("sgd", "adam")
 PRECISIONS = ("float32", "mixed_bfloat16")
 
 # Fields that may differ when a run resumes in an existing model directory.
-RESUMABLE_FIELDS = ("epochs", "patience")
+RESUMABLE_FIELDS = ("epochs", "patience", "jit_compile")
 
 
 class ConfigError(ValueError):
@@ -38,6 +38,7 @@ class Config:
     weight_decay: float = 1e-5  # lambda on H, U, W and the C rows in the window
     dropout: float = 0.0  # on x and tanh(d + Hx) in training; not in the paper
     precision: str = "mixed_bfloat16"  # compute dtype; softmax always float32
+    jit_compile: bool = False  # XLA-compile the whole training step (speed only)
     shuffle_buffer: int = 100_000  # windows mixed before batching
     patience: int = 2  # epochs without a better valid perplexity before stopping
     seed: int = 1234

@@ -71,5 +71,6 @@ def compile_model(model: keras.Model, config: Config, steps_per_execution: int =
         optimizer=make_optimizer(config),
         loss=NegativeLogLikelihood(),
         steps_per_execution=steps_per_execution,
+        jit_compile=config.jit_compile,
     )
     return model

@@ -35,6 +35,7 @@ flags.DEFINE_float("lr_decay", _D.lr_decay, "r, per step, in eps_t = eps_0/(1 + 
 flags.DEFINE_float("weight_decay", _D.weight_decay, "lambda on H, U, W and the C rows in the window (not biases).")
 flags.DEFINE_float("dropout", _D.dropout, "Dropout on x and the tanh layer in training (not in the paper).")
 flags.DEFINE_enum("precision", _D.precision, ["float32", "mixed_bfloat16"], "Compute dtype (softmax is float32 either way).")
+flags.DEFINE_boolean("jit_compile", _D.jit_compile, "XLA-compile the whole training step (speed only).")
 flags.DEFINE_integer("shuffle_buffer", _D.shuffle_buffer, "Windows per shuffled block.")
 flags.DEFINE_integer("seed", _D.seed, "Random seed (initialization and data order).")
 

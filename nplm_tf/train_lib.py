@@ -108,14 +108,17 @@ def train_and_evaluate(
 ) -> dict:
     """Trains (or resumes), restores the best weights and writes metrics.json.
 
-    A directory whose run already finished with this exact config is left as
-    it is and its metrics are returned; a larger --epochs continues it.
+    A directory whose run already finished with this config (and at least
+    these epochs) is left as it is and its metrics are returned; a larger
+    --epochs continues it.
     """
     check_model_dir(config, model_dir)
     finished = read_metrics(model_dir)
-    if finished is not None and finished.get("config") == config.to_dict():
-        print(f"{model_dir} already holds a finished run with this config; metrics unchanged.", flush=True)
-        return finished
+    if finished is not None:
+        done = Config.from_dict(finished["config"])
+        if not done.differences(config) and done.epochs >= config.epochs:
+            print(f"{model_dir} already holds a finished run with this config; metrics unchanged.", flush=True)
+            return finished
     data = prepare_data(config, corpus, model_dir)
     strategy = strategy or tf.distribute.get_strategy()
     keras.utils.set_random_seed(config.seed)

@@ -89,6 +89,15 @@ def test_finished_run_is_not_trained_again(tmp_path):
     assert os.path.getmtime(tmp_path / "m" / "best.weights.h5") == mtime
 
 
+def test_more_epochs_continue_a_finished_run(tmp_path):
+    corpus = files_corpus(tmp_path)
+    train_lib.train_and_evaluate(helpers.tiny_config(epochs=1), str(tmp_path / "m"), corpus, verbose=0)
+    first = callbacks_lib.read_history(str(tmp_path / "m"))[0]
+    longer = train_lib.train_and_evaluate(helpers.tiny_config(epochs=3), str(tmp_path / "m"), corpus, verbose=0)
+    assert [e["epoch"] for e in longer["epochs"]] == [1, 2, 3]
+    assert longer["epochs"][0] == first  # epoch 1 was not trained again
+
+
 def test_model_dir_of_another_config_is_refused_and_left_intact(tmp_path):
     corpus = files_corpus(tmp_path)
     train_lib.train_and_evaluate(helpers.tiny_config(epochs=1), str(tmp_path / "m"), corpus, verbose=0)
