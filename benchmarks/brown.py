@@ -11,7 +11,6 @@ training seconds (epochs only) and the wall-clock seconds of the whole run.
 import json
 import time
 
-from absl import flags
 
 from nplm_tf import cli
 from nplm_tf import train as train_binary  # noqa: F401  (defines the training flags)

@@ -20,7 +20,7 @@ TINY = ["--order=3", "--feature_dim=8", "--hidden_dim=16", "--min_count=1", "--b
 def data(tmp_path_factory):
     root = tmp_path_factory.mktemp("data")
     paths = helpers.tiny_corpus_files(root)
-    return root, [f"--corpus=files", f"--train_files={paths['train']}", f"--valid_files={paths['valid']}",
+    return root, ["--corpus=files", f"--train_files={paths['train']}", f"--valid_files={paths['valid']}",
                   f"--test_files={paths['test']}"]
 
 

@@ -13,7 +13,7 @@ from tests import helpers
 def corpus_flags(tmp_path_factory):
     root = tmp_path_factory.mktemp("ng")
     paths = helpers.tiny_corpus_files(root, train=150, valid=20, test=20)
-    return [f"--corpus=files", f"--train_files={paths['train']}", f"--valid_files={paths['valid']}",
+    return ["--corpus=files", f"--train_files={paths['train']}", f"--valid_files={paths['valid']}",
             f"--test_files={paths['test']}"], paths
 
 
