@@ -9,6 +9,7 @@ per predicted token: the token (as the vocabulary sees it), ln P and log10 P.
 
 import json
 import math
+import os
 
 from absl import flags
 
@@ -23,9 +24,10 @@ PER_TOKEN = flags.DEFINE_string("per_token", None, "Write token<TAB>ln_prob<TAB>
 
 
 def main(argv):
+    import numpy as np
+
     from nplm_tf import evaluate_lib, train_lib
     from pipelines import corpus as corpus_lib
-    from pipelines import windows
 
     config, vocab, model = train_lib.load_trained(MODEL_DIR.value)
     if FILES.value:
@@ -33,39 +35,37 @@ def main(argv):
     else:
         split = corpus_flags.corpus_from_flags()[SPLIT.value]
     corpus_lib.check_split(split, order=1)
-    dataset = windows.window_dataset(split, vocab, config.order, train_lib.EVAL_BATCH_SIZE, train_lib.split_tokens(split))
 
     out = open(PER_TOKEN.value + ".tmp", "w", encoding="utf-8") if PER_TOKEN.value else None
+    nll_parts = []  # kept for the mixture, so the split is scored once
 
-    def write(targets, nll):
-        for target, value in zip(targets, nll):
-            out.write(f"{vocab.words[target]}\t{-value:.6f}\t{-value / math.log(10):.6f}\n")
+    def on_batch(targets, nll):
+        if out:
+            for target, value in zip(targets, nll):
+                out.write(f"{vocab.words[target]}\t{-value:.6f}\t{-value / math.log(10):.6f}\n")
+        if NGRAM_DIR.value:
+            nll_parts.append(nll)
 
-    result = evaluate_lib.score(model, dataset, vocab.unk_id, on_batch=write if out else None)
+    result = evaluate_lib.score(model, train_lib.eval_dataset(split, vocab, config), vocab.unk_id,
+                                on_batch=on_batch if out or NGRAM_DIR.value else None)
     if out:
         out.close()
-        import os
-
         os.replace(PER_TOKEN.value + ".tmp", PER_TOKEN.value)
     summary = {"perplexity": result.perplexity, "tokens": result.tokens, "oov_rate": result.oov_rate}
     if NGRAM_DIR.value:
-        summary["mixture"] = mix_with_ngram(config, vocab, model, split)
+        summary["mixture"] = mix_with_ngram(config, vocab, model, split, np.exp(-np.concatenate(nll_parts)))
     print(json.dumps(summary))
 
 
-def mix_with_ngram(config, vocab, model, split):
+def mix_with_ngram(config, vocab, model, split, eval_probs):
     from nplm_tf import evaluate_lib, mixture_lib, train_lib
-    from pipelines import windows
 
     # The weights are always fitted on the corpus's valid split, then scored on `split`.
-    splits = {"valid": corpus_flags.corpus_from_flags()["valid"], "eval": split}
-    mixture_lib.check_same_vocabulary(vocab, NGRAM_DIR.value)
-    probs = {
-        name: evaluate_lib.token_probabilities(model, windows.window_dataset(
-            s, vocab, config.order, train_lib.EVAL_BATCH_SIZE, train_lib.split_tokens(s)))
-        for name, s in splits.items()
-    }
-    return mixture_lib.fit_and_score(probs, splits, vocab, NGRAM_DIR.value, MODEL_DIR.value, "eval")
+    valid = corpus_flags.corpus_from_flags()["valid"]
+    probs = {"valid": evaluate_lib.token_probabilities(model, train_lib.eval_dataset(valid, vocab, config)),
+             "eval": eval_probs}
+    return mixture_lib.fit_and_score(probs, {"valid": valid, "eval": split}, vocab, NGRAM_DIR.value,
+                                     MODEL_DIR.value, "eval")
 
 
 def run():

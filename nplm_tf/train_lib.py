@@ -52,6 +52,11 @@ def split_tokens(split: corpus_lib.Split) -> int:
     return tokens + lines
 
 
+def eval_dataset(split: corpus_lib.Split, vocab: vocab_lib.Vocabulary, config: Config) -> tf.data.Dataset:
+    """Every window of `split`, in order, for exact scoring (counts the split's tokens once)."""
+    return windows.window_dataset(split, vocab, config.order, EVAL_BATCH_SIZE, split_tokens(split))
+
+
 def prepare_data(config: Config, corpus: corpus_lib.Corpus, model_dir: str | None = None) -> Data:
     """Checks every split, builds (or reloads) the vocabulary and counts tokens."""
     for name in corpus_lib.SPLITS:
