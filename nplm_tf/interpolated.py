@@ -33,6 +33,7 @@ class InterpolatedTrigram:
     def __init__(self, train: kn.TokenArrays, valid: kn.TokenArrays, vocab_size: int):
         self.vocab_size = vocab_size
         self.tables = kn.KneserNey(train, 3, vocab_size)  # n-gram numbering and raw counts
+        self._frequencies()
         self.lambdas = np.full((NUM_BUCKETS, 4), 0.25)
         components, buckets = self._components(valid)
         for b in range(NUM_BUCKETS):
@@ -40,34 +41,29 @@ class InterpolatedTrigram:
             if mask.any():
                 self.lambdas[b] = _em(components[mask])
 
-    def _relative(self, k: int):
-        o = self.tables.orders[k]
-        if k == 1:
-            counts = o.raw.copy()
-            counts[self.vocab_size] = 0.0
-            return counts / counts.sum(), None
-        totals = np.bincount(o.context, weights=o.raw, minlength=self.tables.orders[k - 1].keys.size)
-        return o.raw / totals[o.context], totals
+    def _frequencies(self):
+        """Relative frequencies f1 (per word), f2, f3 (per n-gram) and context totals, once."""
+        orders = self.tables.orders
+        counts = orders[1].raw.copy()
+        counts[self.vocab_size] = 0.0  # <s> is never predicted
+        self.f1 = counts / counts.sum()
+        self.f, self.totals = {}, {}
+        for k in (2, 3):
+            o = orders[k]
+            self.totals[k] = np.bincount(o.context, weights=o.raw, minlength=orders[k - 1].keys.size)
+            self.f[k] = o.raw / self.totals[k][o.context]
 
     def _components(self, data: kn.TokenArrays):
         """(T, 4) relative frequencies [f3, f2, f1, 1/V] per predicted token, and context buckets."""
         tokens, offset = data.tokens, data.offset
-        f1, _ = self._relative(1)
-        f2_table, totals2 = self._relative(2)
-        f3_table, totals3 = self._relative(3)
-        bigram_keys = np.where(offset >= 1, np.roll(tokens, 1) * self.tables.base + tokens, -1)
-        bid = self.tables.orders[2].lookup(bigram_keys)
-        prev_bigram = self.tables.orders[2].lookup(np.roll(bigram_keys, 1))  # (u v) as a bigram id
-        prev_bigram = np.where(offset >= 2, prev_bigram, -1)
-        tid = self.tables.orders[3].lookup(np.where(prev_bigram >= 0, prev_bigram * self.tables.base + tokens, -1))
-        p1 = f1[tokens]
-        v_seen = totals2[np.roll(tokens, 1)] > 0 if totals2 is not None else np.zeros(tokens.size, bool)
-        v_seen &= offset >= 1
-        p2 = np.where(bid >= 0, f2_table[np.maximum(bid, 0)], 0.0)
-        p2 = np.where(v_seen, p2, p1)
-        context_count = np.where(prev_bigram >= 0, totals3[np.maximum(prev_bigram, 0)], 0.0)
-        p3 = np.where(tid >= 0, f3_table[np.maximum(tid, 0)], 0.0)
-        p3 = np.where(context_count > 0, p3, p2)
+        bid = self.tables.extend_ids(tokens, data, 2)  # (v w)
+        tid = self.tables.extend_ids(bid, data, 3)  # (u v w)
+        prev_bigram = np.where(offset >= 2, np.roll(bid, 1), -1)  # (u v)
+        p1 = self.f1[tokens]
+        v_seen = (self.totals[2][np.roll(tokens, 1)] > 0) & (offset >= 1)
+        p2 = np.where(v_seen, np.where(bid >= 0, self.f[2][np.maximum(bid, 0)], 0.0), p1)
+        context_count = np.where(prev_bigram >= 0, self.totals[3][np.maximum(prev_bigram, 0)], 0.0)
+        p3 = np.where(context_count > 0, np.where(tid >= 0, self.f[3][np.maximum(tid, 0)], 0.0), p2)
         keep = data.predicted
         components = np.stack([p3, p2, p1, np.full(tokens.size, 1.0 / self.vocab_size)], axis=1)[keep]
         return components, mixture.frequency_buckets(context_count[keep], NUM_BUCKETS)
@@ -85,27 +81,24 @@ class InterpolatedTrigram:
         if self.tables.bos_id in context:
             context = context[context.index(self.tables.bos_id):]
         V, base = self.vocab_size, self.tables.base
-        f1, _ = self._relative(1)
-        p1 = f1[:V]
+        p1 = self.f1[:V]
         p2, p3, count = p1, None, 0.0
         if context:
             o2 = self.tables.orders[2]
-            f2_table, _ = self._relative(2)
             v = context[-1]
             lo, hi = np.searchsorted(o2.keys, [v * base, (v + 1) * base])
             if hi > lo:
                 p2 = np.zeros(V)
-                p2[o2.word[lo:hi]] = f2_table[lo:hi]
+                p2[o2.word[lo:hi]] = self.f[2][lo:hi]
             if len(context) == 2:
                 h = int(o2.lookup(np.array([context[0] * base + v]))[0])
                 if h >= 0:
                     o3 = self.tables.orders[3]
-                    f3_table, totals3 = self._relative(3)
-                    count = float(totals3[h])
+                    count = float(self.totals[3][h])
                     lo, hi = np.searchsorted(o3.keys, [h * base, (h + 1) * base])
                     if hi > lo:
                         p3 = np.zeros(V)
-                        p3[o3.word[lo:hi]] = f3_table[lo:hi]
+                        p3[o3.word[lo:hi]] = self.f[3][lo:hi]
         p3 = p2 if p3 is None else p3
         lam = self.lambdas[mixture.frequency_buckets(np.array([count]), NUM_BUCKETS)[0]]
         return lam[0] * p3 + lam[1] * p2 + lam[2] * p1 + lam[3] / V

@@ -194,7 +194,6 @@ class KneserNey:
         gamma0 = uni.discount(uni.count)[words].sum() / total
         uni.prob = np.maximum(uni.count - uni.discount(uni.count), 0) / total + gamma0 / self.vocab_size
         uni.prob[self.bos_id] = 0.0
-        self._gamma0 = gamma0
         for k in range(2, self.order + 1):
             o, lower = self.orders[k], self.orders[k - 1]
             total, gamma = self._context_stats(k, lower.keys.size)
@@ -234,19 +233,19 @@ class KneserNey:
                 return -1
         return g
 
+    def extend_ids(self, ids: np.ndarray, data: TokenArrays, k: int) -> np.ndarray:
+        """From the ids of the (k-1)-grams ending at each position, those of the k-grams (-1: absent)."""
+        prev = np.roll(ids, 1)
+        return self.orders[k].lookup(np.where((data.offset >= k - 1) & (prev >= 0), prev * self.base + data.tokens, -1))
+
     def token_probabilities(self, data: TokenArrays) -> np.ndarray:
         """p(w_t | up to N-1 previous words in its line) for every predicted position."""
-        tokens, offset = data.tokens, data.offset
-        ids = self.orders[1].lookup(tokens)
-        prob = self.orders[1].prob[tokens].copy()
-        backoff_product = np.ones(tokens.size)  # Π γ of contexts seen above the longest match
-        matched = prob.copy()
+        ids = data.tokens
+        matched = self.orders[1].prob[ids]
+        backoff_product = np.ones(ids.size)  # Π γ of contexts seen above the longest match
         for k in range(2, self.order + 1):
-            valid = offset >= k - 1
-            prev = np.roll(ids, 1)
-            keys = np.where(valid & (prev >= 0), prev * self.base + tokens, -1)
-            context = np.where(valid, prev, -1)
-            kid = self.orders[k].lookup(keys)
+            context = np.where(data.offset >= k - 1, np.roll(ids, 1), -1)
+            kid = self.extend_ids(ids, data, k)
             found = kid >= 0
             matched = np.where(found, self.orders[k].prob[np.maximum(kid, 0)], matched)
             backoff_product = np.where(found, 1.0, backoff_product)
@@ -262,13 +261,9 @@ class KneserNey:
             return np.full(int(data.predicted.sum()), float(self.orders[1].count.sum()))
         top = self.orders[self.order]
         totals = np.bincount(top.context, weights=top.count, minlength=self.orders[self.order - 1].keys.size)
-        tokens, offset = data.tokens, data.offset
-        ids = tokens.copy()
-        for k in range(2, self.order):  # id of the k-gram ending at t
-            prev = np.roll(ids, 1)
-            keys = np.where((offset >= k - 1) & (prev >= 0), prev * self.base + tokens, -1)
-            ids = self.orders[k].lookup(keys)
-        context = np.roll(ids, 1)
-        context = np.where(offset >= self.order - 1, context, -1)
+        ids = data.tokens
+        for k in range(2, self.order):  # ids of the k-grams ending at each position
+            ids = self.extend_ids(ids, data, k)
+        context = np.where(data.offset >= self.order - 1, np.roll(ids, 1), -1)
         counts = np.where(context >= 0, totals[np.maximum(context, 0)], 0.0)
         return counts[data.predicted]

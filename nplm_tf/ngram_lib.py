@@ -72,6 +72,7 @@ def load(directory: str) -> kn.KneserNey:
         if "lambdas" in f:
             trigram = interpolated.InterpolatedTrigram.__new__(interpolated.InterpolatedTrigram)
             trigram.vocab_size, trigram.tables, trigram.lambdas = model.vocab_size, model, f["lambdas"]
+            trigram._frequencies()
             return trigram
     return model
 
