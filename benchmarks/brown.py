@@ -11,9 +11,8 @@ training seconds (epochs only) and the wall-clock seconds of the whole run.
 import json
 import time
 
-
 from nplm_tf import cli
-from nplm_tf import train as train_binary  # noqa: F401  (defines the training flags)
+from nplm_tf import train as train_binary  # its flags and config_from_flags
 from pipelines import corpus_flags
 
 KENLM_5GRAM_TEST = 200.02  # BENCHMARK.md, modified Kneser-Ney order 5, test split

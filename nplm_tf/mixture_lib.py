@@ -52,7 +52,6 @@ def fit_and_score(nn_probs: dict[str, np.ndarray], splits: dict[str, corpus_lib.
             "perplexity": ngram_lib.perplexity(mixture.mix(p_nn, p_ng, weights[buckets[eval_split]])),
         },
     }
-    saved = {k: report[k] for k in ("ngram_dir", "ngram_order")}
-    saved.update({k: report[k]["weight" if k != "context_frequency" else "weights"] for k in ("em", "context_frequency")})
+    saved = {"ngram_dir": ngram_dir, "ngram_order": ngram.order, "em": lam, "context_frequency": weights.tolist()}
     callbacks_lib.write_json(os.path.join(model_dir, MIXTURE_FILE), saved)
     return report
