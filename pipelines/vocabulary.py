@@ -76,7 +76,9 @@ class Vocabulary:
     def load(cls, directory: str) -> "Vocabulary":
         path = os.path.join(directory, VOCAB_FILE)
         if not os.path.isfile(path):
-            raise corpus_lib.CorpusError(f"{path} does not exist; is {directory} a trained model directory?")
+            raise corpus_lib.CorpusError(
+                f"{path} does not exist; is {directory} a directory written by nplm_tf.train or nplm_tf.ngram?"
+            )
         words, counts = [], []
         with open(path, encoding="utf-8") as f:
             for line in f:
