@@ -2,14 +2,14 @@
 
 The model directory holds everything a run writes: config.json, vocab.tsv,
 history.json, the best-by-validation weights, the BackupAndRestore state,
-TensorBoard logs, model.keras and, last, metrics.json. Re-running the same
+TensorBoard logs, model.keras, the SavedModel (export/<version>) and, last,
+metrics.json. Re-running the same
 command resumes from the last finished epoch with the optimizer state.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import json
 import os
 import sys
 
@@ -18,16 +18,16 @@ import numpy as np
 import tensorflow as tf
 
 from nplm_tf import callbacks as callbacks_lib
-from nplm_tf import evaluate_lib
+from nplm_tf import evaluate_lib, export_lib, run_dir
 from nplm_tf import model as model_lib
 from nplm_tf.config import Config, ConfigError
 from pipelines import corpus as corpus_lib
 from pipelines import vocabulary as vocab_lib
 from pipelines import windows
 
-CONFIG_FILE = "config.json"
-METRICS_FILE = "metrics.json"
-KERAS_FILE = "model.keras"
+# What the run directory holds, and loading it back, live in run_dir (export uses them too).
+CONFIG_FILE, METRICS_FILE, KERAS_FILE = run_dir.CONFIG_FILE, run_dir.METRICS_FILE, run_dir.KERAS_FILE
+load_trained, read_metrics = run_dir.load_trained, run_dir.read_metrics
 EVAL_BATCH_SIZE = 1024
 # Steps per tf.function call: amortizes Keras's per-step Python cost on one
 # replica. Under MirroredStrategy, Keras 3.15's multi-step loop fails ("You
@@ -110,12 +110,19 @@ def train_and_evaluate(
     strategy: tf.distribute.Strategy | None = None,
     verbose: int | None = None,
     extra_callbacks: list[keras.callbacks.Callback] = (),
+    model: keras.Model | None = None,
+    export: bool = True,
 ) -> dict:
     """Trains (or resumes), restores the best weights and writes metrics.json.
 
     A directory whose run already finished with this config (and at least
     these epochs) is left as it is and its metrics are returned; a larger
     --epochs continues it.
+
+    Args:
+      model: a compiled model for this config, built in `strategy`'s scope
+        (keras-tuner builds its own); by default one is built here.
+      export: also write the SavedModel (model_dir/export/<version>).
     """
     check_model_dir(config, model_dir)
     finished = read_metrics(model_dir)
@@ -134,7 +141,8 @@ def train_and_evaluate(
         shuffle_buffer=config.shuffle_buffer, seed=config.seed, epoch=epoch,
     )
     valid_ds = data.dataset(corpus, "valid", config)
-    model = build_compiled_model(config, data.vocab.size, strategy)
+    if model is None:
+        model = build_compiled_model(config, data.vocab.size, strategy)
     init_output_bias(model, data.vocab)  # a resume restores the trained b over this
     print(f"training {model.count_params():,} parameters on {strategy.num_replicas_in_sync} replica(s); "
           f"{data.tokens['train']:,} train tokens, |V| = {data.vocab.size:,}", flush=True)
@@ -162,22 +170,10 @@ def train_and_evaluate(
     metrics["train_seconds"] = sum(e["seconds"] for e in metrics["epochs"])
     metrics["best_epoch"] = min(metrics["epochs"], key=lambda e: e["valid_perplexity"])["epoch"]
     model.save(os.path.join(model_dir, KERAS_FILE))
+    if export:
+        metrics["export"] = export_lib.export(model_dir)  # a new version each time training extends the run
     callbacks_lib.write_json(os.path.join(model_dir, METRICS_FILE), metrics)
     return metrics
-
-
-def load_trained(model_dir: str) -> tuple[Config, vocab_lib.Vocabulary, keras.Model]:
-    """The config, vocabulary and best-by-validation model of a training run."""
-    if not os.path.isfile(os.path.join(model_dir, CONFIG_FILE)):
-        raise ConfigError(f"{model_dir} holds no trained model (no {CONFIG_FILE}); train one with nplm_tf.train.")
-    config = Config.from_json(os.path.join(model_dir, CONFIG_FILE))
-    vocab = vocab_lib.Vocabulary.load(model_dir)
-    weights = os.path.join(model_dir, callbacks_lib.BEST_WEIGHTS)
-    if not os.path.isfile(weights):
-        raise ConfigError(f"{model_dir} has no trained weights yet ({callbacks_lib.BEST_WEIGHTS}); train at least one epoch.")
-    model = model_lib.build_model(config, vocab.size)
-    model.load_weights(weights)
-    return config, vocab, model
 
 
 def evaluate_all(model: keras.Model, data: Data, corpus: corpus_lib.Corpus, config: Config) -> dict:
@@ -195,11 +191,3 @@ def evaluate_all(model: keras.Model, data: Data, corpus: corpus_lib.Corpus, conf
         "oov_rate": {name: s.oov_rate for name, s in scores.items()},
         "config": config.to_dict(),
     }
-
-
-def read_metrics(model_dir: str) -> dict | None:
-    path = os.path.join(model_dir, METRICS_FILE)
-    if not os.path.isfile(path):
-        return None
-    with open(path, encoding="utf-8") as f:
-        return json.load(f)

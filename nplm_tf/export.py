@@ -1,0 +1,39 @@
+"""Writes a trained model as a self-contained SavedModel for TensorFlow Serving.
+
+    python -m nplm_tf.export --model_dir=runs/mlp9 --export_dir=/models/nplm [--version=N]
+
+Writes EXPORT_DIR/<version>/ (default: the next free version number) with the
+signatures serving_default, next_word, score and generate; see README.md. If
+the model directory holds a fitted n-gram mixture (mixture.json, written by
+`nplm_tf.evaluate --ngram_dir`), the served probabilities are the mixture's.
+An existing version is never overwritten.
+"""
+
+import json
+
+from absl import flags
+
+from nplm_tf import cli
+
+MODEL_DIR = flags.DEFINE_string("model_dir", None, "A directory written by nplm_tf.train.", required=True)
+EXPORT_DIR = flags.DEFINE_string("export_dir", None, "Where to write <version>/saved_model.pb (default: MODEL_DIR/export).")
+VERSION = flags.DEFINE_integer("version", None, "Version subdirectory (default: one above the largest present).")
+MIXTURE = flags.DEFINE_boolean("mixture", True, "Serve the n-gram mixture when MODEL_DIR/mixture.json exists.")
+
+
+def main(argv):
+    from nplm_tf import export_lib, kneser_ney
+
+    try:
+        path = export_lib.export(MODEL_DIR.value, EXPORT_DIR.value, VERSION.value, MIXTURE.value)
+    except kneser_ney.NgramError as e:
+        raise cli.ConfigError(str(e)) from None
+    print(json.dumps({"export": path, "signatures": list(export_lib.SIGNATURES)}))
+
+
+def run():
+    cli.run(main)
+
+
+if __name__ == "__main__":
+    run()

@@ -1,0 +1,113 @@
+"""export(model_dir, export_dir): a self-contained SavedModel for TensorFlow Serving.
+
+    EXPORT_DIR/<version>/saved_model.pb, variables/, assets/vocab.tsv, assets/export.json
+
+Signatures (all take raw UTF-8 strings; see `serving.Server`):
+  serving_default  text [B]                      -> top-10 next words
+  next_word        text [B], k []                -> top-k next words and probabilities
+  score            text [B]                      -> per-token ln P, mask, lengths, sums, perplexities, OOV flags
+  generate         prompt [B], max_tokens [], temperature [], top_k [], seed [] -> continued text
+
+When the model directory holds a fitted mixture (mixture.json, written by
+`nplm_tf.evaluate --ngram_dir`), the n-gram's tables go into the SavedModel
+and every served probability is the context-frequency mixture's.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+
+import keras
+import tensorflow as tf
+
+from nplm_tf import callbacks as callbacks_lib
+from nplm_tf import mixture_lib, ngram_lib, run_dir, serving, serving_ngram
+from nplm_tf.config import ConfigError
+from pipelines import vocabulary as vocab_lib
+
+EXPORT_SUBDIR = "export"  # where training writes its SavedModel inside the model directory
+INFO_FILE = "export.json"
+SIGNATURES = ("serving_default", "next_word", "score", "generate")
+
+
+def _text(name):
+    return tf.TensorSpec([None], tf.string, name=name)
+
+
+def _scalar(name, dtype):
+    return tf.TensorSpec([], dtype, name=name)
+
+
+def load_mixture(model_dir: str, vocab: vocab_lib.Vocabulary, order: int):
+    """The mixture fitted by `evaluate --ngram_dir` as a `serving_ngram.ServingNgram`, or None when there is none."""
+    path = os.path.join(model_dir, mixture_lib.MIXTURE_FILE)
+    if not os.path.isfile(path):
+        return None, None
+    with open(path, encoding="utf-8") as f:
+        saved = json.load(f)
+    ngram_dir = saved["ngram_dir"]
+    if not os.path.isdir(ngram_dir):
+        raise ConfigError(f"{path} names the n-gram model {ngram_dir}, which no longer exists; "
+                          f"rebuild it or pass --nomixture.")
+    mixture_lib.check_same_vocabulary(vocab, ngram_dir)
+    model = ngram_lib.load(ngram_dir)
+    if model.order > order:
+        raise ConfigError(f"the n-gram model in {ngram_dir} has order {model.order}, above the network's n = {order}; "
+                          f"the served context holds only n - 1 words.")
+    return serving_ngram.serving_model(model, saved["context_frequency"]), saved
+
+
+def next_version(export_dir: str) -> int:
+    versions = [int(d) for d in os.listdir(export_dir) if d.isdigit()] if os.path.isdir(export_dir) else []
+    return max(versions, default=0) + 1
+
+
+def export(model_dir: str, export_dir: str | None = None, version: int | None = None, mixture: bool = True,
+           model: keras.Model | None = None) -> str:
+    """Writes EXPORT_DIR/<version> (default: model_dir/export, next free version) and returns its path.
+
+    An existing version directory is never replaced: the export is written
+    beside it and moved into place only when complete.
+    """
+    export_dir = export_dir or os.path.join(model_dir, EXPORT_SUBDIR)
+    config, vocab, loaded = run_dir.load_trained(model_dir)
+    model = model or loaded
+    version = next_version(export_dir) if version is None else version
+    if version < 0:
+        raise ConfigError(f"version={version} must be a non-negative integer.")
+    target = os.path.join(export_dir, str(version))
+    if os.path.exists(target):
+        raise ConfigError(f"{target} already exists; choose another --version (or leave it out for the next free one).")
+    ngram, saved = load_mixture(model_dir, vocab, config.order) if mixture else (None, None)
+
+    server = serving.Server(model, vocab, os.path.join(model_dir, vocab_lib.VOCAB_FILE), ngram)
+    info = {"config": config.to_dict(), "vocab_size": vocab.size, "signatures": list(SIGNATURES),
+            "mixture": None if saved is None else {"ngram_order": saved["ngram_order"],
+                                                   "context_frequency": saved["context_frequency"]}}
+
+    # The endpoints capture the variables they use; tracking the model as well
+    # would store every weight twice. The tables come from the vocabulary asset.
+    archive = keras.export.ExportArchive()
+    archive.track(server)
+    k = serving.DEFAULT_K
+    archive.add_endpoint("serving_default", lambda text: server.next_word(text, k), [_text("text")])
+    archive.add_endpoint("next_word", server.next_word, [_text("text"), _scalar("k", tf.int32)])
+    archive.add_endpoint("score", server.score, [_text("text")])
+    archive.add_endpoint("generate", server.generate, [
+        _text("prompt"), _scalar("max_tokens", tf.int32), _scalar("temperature", tf.float32),
+        _scalar("top_k", tf.int32), _scalar("seed", tf.int64)])
+
+    os.makedirs(export_dir, exist_ok=True)
+    staging = tempfile.mkdtemp(prefix=f".{version}.tmp-", dir=export_dir)
+    try:
+        archive.write_out(staging, verbose=False)
+        callbacks_lib.write_json(os.path.join(staging, "assets", INFO_FILE), info)
+        os.chmod(staging, 0o755)  # mkdtemp's 0700 would hide the model from a server run as another user
+        os.replace(staging, target)
+    finally:
+        if os.path.isdir(staging):
+            shutil.rmtree(staging, ignore_errors=True)
+    return target

@@ -1,0 +1,192 @@
+"""The serving graph: raw UTF-8 text in, next words, scores and generated text out.
+
+Tokenization is training's (`tf.strings.split` on whitespace, then the
+vocabulary table; unknown words are `<unk>`), context padding is training's
+(`<s>` before the first word) and the network is the trained Keras model
+itself, so served probabilities are `nplm_tf.evaluate`'s. Only core
+TensorFlow ops are used: the SavedModel loads in stock TensorFlow Serving
+without tensorflow-text, Keras or this package.
+"""
+
+from __future__ import annotations
+
+import keras
+import tensorflow as tf
+
+from pipelines import vocabulary as vocab_lib
+
+SCORE_CHUNK = 2048  # windows per network call when scoring: bounds memory for long texts
+DEFAULT_K = 10
+MAX_GENERATE = 1024  # generate's max_tokens is clipped to this
+
+
+class Server(tf.Module):
+    """The functions every signature is made of.
+
+    Args:
+      model: the trained Keras model, context ids (batch, n-1) -> logits (batch, |V|).
+      vocab: its vocabulary.
+      vocab_path: the vocabulary file (`vocab.tsv`, line i = word of id i). The
+        lookup tables are initialized from it, so a SavedModel holds it once,
+        as an asset, and TensorFlow Serving rebuilds the tables from it.
+      ngram: optional `serving_ngram.ServingKneserNey`; when given, every
+        probability is the mixture λ(h)·P_nn + (1 - λ(h))·P_ngram.
+    """
+
+    def __init__(self, model: keras.Model, vocab: vocab_lib.Vocabulary, vocab_path: str, ngram=None):
+        super().__init__(name="nplm_server")
+        layer = model.get_layer("nplm")
+        self.compute_dtype = tf.as_dtype(layer.compute_dtype)
+        # The weights as the layer uses them: cast once here, not on every
+        # request (casting U per call would cost more than a one-row forward pass).
+        held = lambda w, dtype: tf.Variable(tf.cast(w, dtype), trainable=False)  # noqa: E731
+        self.C, self.H, self.d, self.U = (held(w, self.compute_dtype) for w in (layer.C, layer.H, layer.d, layer.U))
+        self.W = held(layer.W, self.compute_dtype) if layer.W is not None else None
+        self.b = held(layer.b, tf.float32)
+        line = tf.lookup.TextFileIndex.LINE_NUMBER
+        self.ids_table = tf.lookup.StaticHashTable(
+            tf.lookup.TextFileInitializer(vocab_path, tf.string, 0, tf.int64, line, delimiter="\t", vocab_size=vocab.size),
+            default_value=vocab.unk_id)
+        self.words_table = tf.lookup.StaticHashTable(
+            tf.lookup.TextFileInitializer(vocab_path, tf.int64, line, tf.string, 0, delimiter="\t", vocab_size=vocab.size),
+            default_value=vocab_lib.UNK)
+        self.ngram = ngram
+        self.vocab_size = vocab.size
+        self.context_size = layer.context_size  # n - 1
+        self.bos_id, self.eos_id, self.unk_id = vocab.bos_id, vocab.eos_id, vocab.unk_id
+
+    # ---------------------------------------------------------- text -> ids --
+
+    def token_ids(self, text: tf.Tensor) -> tf.RaggedTensor:
+        """(B,) strings -> (B, (L)) int64 ids, split as training splits."""
+        tokens = tf.strings.split(text)  # (B, (L))
+        flat = tokens.flat_values
+        # As in training, a literal "</s>" in the text is an unknown word, not the end of the line.
+        ids = tf.where(flat == vocab_lib.EOS, tf.constant(self.unk_id, tf.int64), self.ids_table.lookup(flat))
+        return tokens.with_flat_values(ids)
+
+    def word(self, ids: tf.Tensor) -> tf.Tensor:
+        return self.words_table.lookup(tf.cast(ids, tf.int64))
+
+    def last_context(self, ids: tf.RaggedTensor) -> tf.Tensor:
+        """(B, (L)) ids -> (B, n-1) the last n-1 words, `<s>`-padded, oldest first."""
+        c = self.context_size
+        padded = tf.concat([tf.RaggedTensor.from_tensor(tf.fill([ids.nrows(), c], tf.constant(self.bos_id, tf.int64))), ids],
+                           axis=1)
+        ends = padded.row_limits()  # (B,)
+        index = ends[:, None] + tf.range(-c, 0, dtype=tf.int64)[None, :]  # (B, n-1)
+        return tf.gather(padded.flat_values, index)
+
+    def windows(self, ids: tf.RaggedTensor) -> tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
+        """Every predicted token (each word, then `</s>`): contexts (T, n-1) oldest first, targets (T,), row splits (B+1,)."""
+        c, rows = self.context_size, ids.nrows()
+        bos = tf.RaggedTensor.from_tensor(tf.fill([rows, c], tf.constant(self.bos_id, tf.int64)))
+        eos = tf.RaggedTensor.from_tensor(tf.fill([rows, 1], tf.constant(self.eos_id, tf.int64)))
+        padded = tf.concat([bos, ids, eos], axis=1)  # (B, (n-1 + L + 1))
+        splits = tf.concat([[0], tf.cumsum(ids.row_lengths() + 1)], axis=0)  # predicted tokens per row
+        total = splits[-1]
+        row = tf.ragged.row_splits_to_segment_ids(splits)  # (T,)
+        position = tf.range(total) - tf.gather(splits, row)  # (T,) index of the target within its row
+        start = tf.gather(padded.row_splits, row) + position  # (T,) first context word
+        window = tf.gather(padded.flat_values, start[:, None] + tf.range(c + 1, dtype=tf.int64)[None, :])  # (T, n)
+        return window[:, :c], window[:, c], splits
+
+    # --------------------------------------------------------- probabilities --
+
+    def network_logits(self, context: tf.Tensor) -> tf.Tensor:
+        """(B, n-1) oldest first -> (B, |V|) float32 y = b + W·x + U·tanh(d + H·x), as `NPLMLayer.call` computes it."""
+        recent_first = tf.reverse(context, axis=[1])
+        x = tf.reshape(tf.gather(self.C, recent_first), [-1, self.context_size * int(self.C.shape[1])])  # (B, (n-1)m)
+        a = tf.tanh(tf.matmul(x, self.H) + self.d)  # (B, h)
+        y = tf.matmul(a, self.U)  # (B, |V|)
+        if self.W is not None:
+            y = y + tf.matmul(x, self.W)
+        return tf.cast(y, tf.float32) + self.b
+
+    def distribution(self, context: tf.Tensor) -> tf.Tensor:
+        """(B, n-1) oldest first -> (B, |V|) float64 P(· | context), the mixture's when there is one."""
+        p_nn = tf.cast(tf.nn.softmax(self.network_logits(context)), tf.float64)
+        if self.ngram is None:
+            return p_nn
+        lam = self.ngram.mixture_weight(context)[:, None]
+        return lam * p_nn + (1 - lam) * self.ngram.distribution(context)
+
+    def token_log_probs(self, context: tf.Tensor, target: tf.Tensor) -> tf.Tensor:
+        """ln P(target | context), (T,) float64, the network run on chunks of SCORE_CHUNK windows."""
+        total = tf.shape(target)[0]
+        chunks = (total + SCORE_CHUNK - 1) // SCORE_CHUNK
+        size = tf.maximum((total + chunks - 1) // tf.maximum(chunks, 1), 1)  # equal chunks, little padding
+        pad = chunks * size - total
+        ctx = tf.reshape(tf.pad(context, [[0, pad], [0, 0]], constant_values=self.bos_id),
+                         [chunks, size, self.context_size])
+        tgt = tf.reshape(tf.pad(target, [[0, pad]]), [chunks, size])
+
+        def chunk_log_probs(args):
+            logits = self.network_logits(args[0])  # (chunk, |V|)
+            return tf.gather(tf.nn.log_softmax(logits), args[1], batch_dims=1)  # (chunk,)
+
+        ln_nn = tf.map_fn(chunk_log_probs, (ctx, tgt), fn_output_signature=tf.float32)
+        ln_nn = tf.cast(tf.reshape(ln_nn, [-1])[:total], tf.float64)
+        if self.ngram is None:
+            return ln_nn
+        lam = self.ngram.mixture_weight(context)
+        return tf.math.log(lam * tf.exp(ln_nn) + (1 - lam) * self.ngram.token_probabilities(context, target))
+
+    # ------------------------------------------------------------ signatures --
+
+    def next_word(self, text: tf.Tensor, k: tf.Tensor) -> dict[str, tf.Tensor]:
+        k = tf.clip_by_value(tf.cast(k, tf.int32), 0, self.vocab_size)
+        probs = self.distribution(self.last_context(self.token_ids(text)))
+        top = tf.math.top_k(probs, k=k)
+        return {"words": self.word(top.indices), "probabilities": tf.cast(top.values, tf.float32),
+                "ids": tf.cast(top.indices, tf.int32)}
+
+    def score(self, text: tf.Tensor) -> dict[str, tf.Tensor]:
+        ids = self.token_ids(text)
+        context, target, splits = self.windows(ids)
+        ln = tf.RaggedTensor.from_row_splits(self.token_log_probs(context, target), splits, validate=False)
+        lengths = tf.cast(ln.row_lengths(), tf.int32)
+        log_prob = tf.reduce_sum(ln, axis=1)
+        oov = tf.RaggedTensor.from_row_splits(target == self.unk_id, splits, validate=False)
+        return {
+            "token_log_probs": ln.to_tensor(0.0),  # (B, max tokens + 1), natural log, 0 past each length
+            "mask": tf.sequence_mask(lengths),
+            "lengths": lengths,  # predicted tokens: the words and </s>
+            "log_prob": log_prob,
+            "perplexity": tf.exp(-log_prob / tf.cast(lengths, tf.float64)),
+            "oov": oov.to_tensor(False),
+            "tokens": tf.RaggedTensor.from_row_splits(self.word(target), splits, validate=False).to_tensor(""),
+        }
+
+    def generate(self, prompt, max_tokens, temperature, top_k, seed) -> dict[str, tf.Tensor]:
+        """Samples up to max_tokens words per prompt; greedy when temperature <= 0; stops at `</s>`."""
+        steps = tf.clip_by_value(tf.cast(max_tokens, tf.int32), 0, MAX_GENERATE)
+        temperature = tf.cast(temperature, tf.float64)
+        top_k = tf.clip_by_value(tf.cast(top_k, tf.int32), 0, self.vocab_size)
+        seed = tf.cast(seed, tf.int64)
+        context = self.last_context(self.token_ids(prompt))  # (B, n-1)
+        rows = tf.shape(context)[0]
+        generated = tf.zeros([rows, 0], tf.int64)  # (B, steps so far)
+
+        def step(i, context, done, generated):
+            probs = self.distribution(context)  # (B, |V|)
+            greedy = tf.argmax(probs, axis=1)
+            kth = tf.math.top_k(probs, k=tf.maximum(top_k, 1)).values[:, -1:]  # (B, 1)
+            keep = (top_k <= 0) | (probs >= kth)
+            logits = tf.where(keep, tf.math.log(probs) / tf.maximum(temperature, 1e-6), tf.constant(-1e30, tf.float64))
+            sampled = tf.random.stateless_categorical(logits, 1, seed=tf.stack([seed, tf.cast(i, tf.int64)]))[:, 0]
+            word = tf.where(temperature > 0, sampled, greedy)
+            word = tf.where(done, tf.constant(self.eos_id, tf.int64), word)
+            context = tf.concat([context[:, 1:], word[:, None]], axis=1)
+            return i + 1, context, done | (word == self.eos_id), tf.concat([generated, word[:, None]], axis=1)
+
+        _, _, _, generated = tf.while_loop(
+            lambda i, _c, done, _g: (i < steps) & ~tf.reduce_all(done),
+            step, (tf.constant(0), context, tf.zeros([rows], tf.bool), generated),
+            shape_invariants=(tf.TensorShape([]), context.shape, tf.TensorShape([None]), tf.TensorShape([None, None])),
+        )
+        continuation = tf.RaggedTensor.from_tensor(generated, padding=tf.constant(self.eos_id, tf.int64))
+        continuation = tf.strings.reduce_join(tf.ragged.map_flat_values(self.word, continuation), axis=1, separator=" ")
+        spacer = tf.where((tf.strings.length(prompt) > 0) & (tf.strings.length(continuation) > 0), " ", "")
+        return {"continuation": continuation, "text": tf.strings.join([prompt, spacer, continuation]),
+                "generated_tokens": tf.cast(tf.reduce_sum(tf.cast(generated != self.eos_id, tf.int32), axis=1), tf.int32)}

@@ -1,0 +1,222 @@
+"""The SavedModel: written by training and by nplm_tf.export, served without this package."""
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from nplm_tf import evaluate_lib, export_lib, interpolated, kneser_ney, mixture, ngram_lib, serving_ngram, train_lib
+from pipelines import corpus as corpus_lib
+from pipelines import vocabulary as vocab_lib
+from tests import helpers
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory):
+    """A tiny model trained by the real library (which also exports it), and its corpus."""
+    root = tmp_path_factory.mktemp("serve")
+    paths = helpers.tiny_corpus_files(root, train=80, valid=15, test=15)
+    corpus = corpus_lib.files_corpus(paths["train"], paths["valid"], paths["test"])
+    model_dir = str(root / "model")
+    metrics = train_lib.train_and_evaluate(helpers.tiny_config(epochs=2), model_dir, corpus, verbose=0)
+    return model_dir, corpus, paths, metrics
+
+
+@pytest.fixture(scope="module")
+def served(run):
+    model_dir, _, _, metrics = run
+    return tf.saved_model.load(metrics["export"])
+
+
+def test_training_writes_a_serving_layout_export(run):
+    model_dir, _, _, metrics = run
+    assert metrics["export"] == os.path.join(model_dir, "export", "1")
+    for name in ("saved_model.pb", "variables/variables.index", "assets/vocab.tsv", "assets/export.json"):
+        assert os.path.isfile(os.path.join(metrics["export"], name)), name
+    info = json.load(open(os.path.join(metrics["export"], "assets", "export.json")))
+    assert info["mixture"] is None and info["config"]["order"] == 3
+
+
+def test_keras_file_reloads_and_trains_further(run):
+    model_dir, corpus, _, _ = run
+    model = keras.models.load_model(os.path.join(model_dir, train_lib.KERAS_FILE))
+    config, vocab, _ = train_lib.load_trained(model_dir)
+    before = [w.copy() for w in model.get_weights()]
+    model.fit(train_lib.eval_dataset(corpus["train"], vocab, config).take(3), epochs=1, verbose=0)
+    assert any(not np.array_equal(a, b) for a, b in zip(before, model.get_weights()))
+
+
+def test_a_clean_process_serves_every_signature_and_survives_bad_input(run):
+    model_dir, _, _, metrics = run
+    client = os.path.join(helpers.ROOT, "tests", "serving_client.py")
+    result = subprocess.run([sys.executable, "-I", client, metrics["export"]], capture_output=True, text=True,
+                            timeout=300, cwd=str(os.path.dirname(model_dir)))
+    assert result.returncode == 0, result.stderr[-3000:]
+    out = json.loads(result.stdout.strip().splitlines()[-1])
+    assert out["imported"] == [] and out["signatures"] == sorted(export_lib.SIGNATURES)
+    vocab = vocab_lib.Vocabulary.load(model_dir)
+    for name, case in out["cases"].items():
+        rows = 0 if name == "empty_batch" else 1 if name != "plain" else 2
+        assert len(case["next_word"]["words"]) == rows, name
+        for probs in case["next_word"]["probabilities"]:
+            assert len(probs) == 5 and all(0 < p <= 1 for p in probs) and probs == sorted(probs, reverse=True)
+        assert all(len(w) == 10 for w in case["serving_default"]["words"])
+        score = case["score"]
+        assert len(score["perplexity"]) == rows and all(np.isfinite(score["perplexity"])), name
+        assert all(p > 1 for p in score["perplexity"])
+        assert len(case["generate"]["text"]) == rows
+        for text, n in zip(case["generate"]["continuation"], case["generate"]["generated_tokens"]):
+            assert 0 <= n <= 8 and len(text.split()) == n and all(w in vocab.words for w in text.split())
+    assert out["cases"]["ten_thousand_words"]["score"]["lengths"] == [10_001]
+    assert out["cases"]["empty_string"]["score"]["lengths"] == [1]  # only </s>
+    assert out["cases"]["unknown_only"]["score"]["oov"] == [[True, True, False]]
+    assert out["cases"]["invalid_utf8"]["score"]["oov"] == [[False, True, False, True, False]]
+    assert out["huge_k_width"] == vocab.size and out["huge_k_sum"] == pytest.approx(1.0, abs=1e-4)
+    assert out["odd_generate"]["continuation"] == [""] and out["odd_generate"]["generated_tokens"] == [0]
+
+
+def windows_of(corpus, vocab, config, split="test"):
+    contexts, targets = [], []
+    for context, target in train_lib.eval_dataset(corpus[split], vocab, config):
+        contexts.append(context.numpy())
+        targets.append(target.numpy())
+    return np.concatenate(contexts), np.concatenate(targets)
+
+
+def test_score_equals_evaluate_per_token(run, served):
+    model_dir, corpus, paths, _ = run
+    config, vocab, model = train_lib.load_trained(model_dir)
+    expected = np.log(evaluate_lib.token_probabilities(model, train_lib.eval_dataset(corpus["test"], vocab, config)))
+    lines = [line for line in corpus["test"].iter_lines() if line.split()]
+    out = served.signatures["score"](text=tf.constant(lines))
+    got = out["token_log_probs"].numpy()[out["mask"].numpy()]
+    np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-6)
+    assert out["lengths"].numpy().sum() == expected.size
+
+
+def test_next_word_is_the_keras_models_argmax(run, served):
+    model_dir, corpus, _, _ = run
+    config, vocab, model = train_lib.load_trained(model_dir)
+    lines = ["the cat sees", "a", "", "my friend follows the"]
+    out = served.signatures["next_word"](text=tf.constant(lines), k=tf.constant(3))
+    for line, ids, probs in zip(lines, out["ids"].numpy(), out["probabilities"].numpy()):
+        history = [vocab.bos_id] * config.context_size + vocab.ids(line.split())
+        context = np.array([history[::-1][: config.context_size]], np.int32)  # most recent first
+        p = tf.nn.softmax(model(context)).numpy()[0]
+        assert ids[0] == p.argmax()
+        np.testing.assert_allclose(probs, np.sort(p)[::-1][:3], rtol=1e-5)
+
+
+def test_generate_is_reproducible_and_greedy_is_stepwise_argmax(served):
+    gen = served.signatures["generate"]
+    args = dict(prompt=tf.constant(["the cat", "a bird sees"]), max_tokens=tf.constant(6), top_k=tf.constant(0))
+    sample = [gen(**args, temperature=tf.constant(1.0), seed=tf.constant(s, tf.int64))["text"].numpy().tolist()
+              for s in (3, 3, 4)]
+    assert sample[0] == sample[1]
+    greedy = gen(**args, temperature=tf.constant(0.0), seed=tf.constant(0, tf.int64))
+    for prompt, text in zip(["the cat", "a bird sees"], greedy["text"].numpy()):
+        words = prompt.split()
+        for _ in range(6):
+            top = served.signatures["next_word"](text=tf.constant([" ".join(words)]), k=tf.constant(1))
+            word = top["words"].numpy()[0, 0].decode()
+            if word == "</s>":
+                break
+            words.append(word)
+        assert text.decode() == " ".join(words)
+
+
+def test_saved_model_cli_shows_and_runs_the_export(run):
+    export = run[3]["export"]
+    cli = os.path.join(os.path.dirname(sys.executable), "saved_model_cli")
+    show = subprocess.run([cli, "show", "--dir", export, "--all"], capture_output=True, text=True, timeout=120)
+    assert show.returncode == 0, show.stderr[-2000:]
+    for name in export_lib.SIGNATURES:
+        assert f"signature_def['{name}']" in show.stdout
+    ran = subprocess.run([cli, "run", "--dir", export, "--tag_set", "serve", "--signature_def", "next_word",
+                          "--input_exprs", 'text=[b"the cat"];k=2'], capture_output=True, text=True, timeout=120)
+    assert ran.returncode == 0, ran.stderr[-2000:]
+    assert "words" in ran.stdout and "probabilities" in ran.stdout
+
+
+@pytest.mark.parametrize("smoothing", ["kneser_ney", "interpolated"])
+def test_mixture_export_serves_evaluates_probabilities(run, tmp_path, smoothing):
+    model_dir, corpus, paths, _ = run
+    files = [f"--train_files={paths['train']}", f"--valid_files={paths['valid']}", f"--test_files={paths['test']}"]
+    kn_dir = str(tmp_path / "ngram")
+    assert helpers.run_binary("nplm_tf.ngram", "--order=3", f"--smoothing={smoothing}", f"--output={kn_dir}",
+                              "--min_count=1", "--corpus=files", *files).returncode == 0
+    work = str(tmp_path / "model")
+    shutil.copytree(model_dir, work)
+    evaluated = helpers.run_binary("nplm_tf.evaluate", f"--model_dir={work}", f"--ngram_dir={kn_dir}",
+                                   "--corpus=files", *files)
+    assert evaluated.returncode == 0, evaluated.stderr[-3000:]
+    reported = json.loads(evaluated.stdout.strip().splitlines()[-1])["mixture"]["context_frequency"]["perplexity"]
+    exported = helpers.run_binary("nplm_tf.export", f"--model_dir={work}", f"--export_dir={tmp_path / 'out'}")
+    assert exported.returncode == 0, exported.stderr[-3000:]
+    path = json.loads(exported.stdout.strip().splitlines()[-1])["export"]
+    assert path == str(tmp_path / "out" / "1")
+    info = json.load(open(os.path.join(path, "assets", "export.json")))
+    assert info["mixture"]["ngram_order"] == 3
+
+    lines = [line for line in corpus["test"].iter_lines() if line.split()]
+    out = tf.saved_model.load(path).signatures["score"](text=tf.constant(lines))
+    served_ln = out["token_log_probs"].numpy()[out["mask"].numpy()]
+    assert np.exp(-served_ln.mean()) == pytest.approx(reported, rel=1e-6)
+    config, vocab, model = train_lib.load_trained(work)
+    p_nn = evaluate_lib.token_probabilities(model, train_lib.eval_dataset(corpus["test"], vocab, config))
+    ngram = ngram_lib.load(kn_dir)
+    arrays = ngram_lib.token_arrays(corpus["test"], vocab)
+    weights = np.array(json.load(open(os.path.join(work, "mixture.json")))["context_frequency"])
+    lam = weights[mixture.frequency_buckets(ngram.context_counts(arrays), len(weights))]
+    expected = mixture.mix(p_nn, ngram.token_probabilities(arrays), lam)
+    np.testing.assert_allclose(np.exp(served_ln), expected, atol=1e-5, rtol=1e-5)
+    top = tf.saved_model.load(path).signatures["next_word"](text=tf.constant(["the cat"]), k=tf.constant(vocab.size))
+    assert top["probabilities"].numpy().sum() == pytest.approx(1.0, abs=1e-4)
+
+
+@pytest.mark.parametrize("order", [1, 2, 3, "interpolated"])
+def test_serving_ngrams_equal_the_numpy_models(order):
+    lines = [[2, 3, 4, 2, 5], [3, 4, 6, 2], [5, 5, 2, 3, 4, 7], [4, 2, 3]]
+    data = kneser_ney.TokenArrays.from_lines(lines, bos_id=8, eos_id=0)
+    if order == "interpolated":
+        held_out = kneser_ney.TokenArrays.from_lines([[2, 3, 4], [5, 2, 3, 6]], bos_id=8, eos_id=0)
+        model = interpolated.InterpolatedTrigram(data, held_out, vocab_size=8)
+    else:
+        model = kneser_ney.KneserNey(data, order, vocab_size=8)
+    weights = [0.1, 0.2, 0.3, 0.4]
+    served = serving_ngram.serving_model(model, weights)
+    test = kneser_ney.TokenArrays.from_lines([[2, 3, 4, 7], [6, 6, 1, 2, 3]], bos_id=8, eos_id=0)
+    positions = np.nonzero(test.predicted)[0]
+    context = np.full((positions.size, 2), 8, np.int64)
+    for j in (1, 2):
+        ok = test.offset[positions] >= j
+        context[ok, 2 - j] = test.tokens[positions[ok] - j]
+    got = served.token_probabilities(tf.constant(context), tf.constant(test.tokens[positions])).numpy()
+    np.testing.assert_array_equal(got, model.token_probabilities(test))
+    buckets = mixture.frequency_buckets(model.context_counts(test), len(weights))
+    np.testing.assert_array_equal(served.mixture_weight(tf.constant(context)).numpy(), np.array(weights)[buckets])
+    dist = served.distribution(tf.constant(context)).numpy()
+    for row, ctx in zip(dist, context):
+        np.testing.assert_allclose(row, model.distribution([int(c) for c in ctx]), rtol=1e-12)
+        assert row.sum() == pytest.approx(1.0, abs=1e-12)
+
+
+def test_export_binary_never_overwrites_and_says_why(run, tmp_path):
+    model_dir = run[0]
+    out = str(tmp_path / "exports")
+    first = helpers.run_binary("nplm_tf.export", f"--model_dir={model_dir}", f"--export_dir={out}", "--version=7")
+    assert first.returncode == 0, first.stderr[-2000:]
+    stamp = os.path.getmtime(os.path.join(out, "7", "saved_model.pb"))
+    again = helpers.run_binary("nplm_tf.export", f"--model_dir={model_dir}", f"--export_dir={out}", "--version=7")
+    assert again.returncode == 1 and len(helpers.error_lines(again.stderr)) == 1
+    assert "already exists" in helpers.error_lines(again.stderr)[0]
+    assert os.path.getmtime(os.path.join(out, "7", "saved_model.pb")) == stamp
+    assert sorted(os.listdir(out)) == ["7"]  # no staging directory left behind
+    empty = helpers.run_binary("nplm_tf.export", f"--model_dir={tmp_path / 'nothing'}", f"--export_dir={out}")
+    assert empty.returncode == 1 and "no trained model" in helpers.error_lines(empty.stderr)[0]
