@@ -16,6 +16,7 @@ setup(
         "keras-tuner==1.4.8",
         "tensorboard==2.21.0",  # keras-tuner imports it on every trial
         "absl-py==2.5.1",
+        "matplotlib==3.10.3",  # the search's results.png
         "numpy>=1.26,<3",
     ],
     extras_require={"test": ["pytest==9.2.0", "kenlm==0.3.0"]},  # kenlm: ARPA round-trip test
@@ -24,6 +25,9 @@ setup(
             "nplm-train=nplm_tf.train:run",
             "nplm-evaluate=nplm_tf.evaluate:run",
             "nplm-describe=pipelines.describe:run",
+            "nplm-ngram=nplm_tf.ngram:run",
+            "nplm-export=nplm_tf.export:run",
+            "nplm-search=tuning.search:run",
         ]
     },
 )

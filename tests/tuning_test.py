@@ -1,0 +1,120 @@
+"""keras-tuner searches: the search space, a MirroredStrategy search, and chief/worker tuning on loopback."""
+
+import glob
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+
+import keras_tuner
+import pytest
+
+from nplm_tf.config import Config
+from tests import helpers
+from tuning import hypermodel as hypermodel_lib
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory):
+    root = tmp_path_factory.mktemp("tune")
+    paths = helpers.tiny_corpus_files(root, train=40, valid=8, test=8)
+    base = os.path.join(str(root), "base.json")
+    with open(base, "w") as f:
+        json.dump(helpers.tiny_config(epochs=1).to_dict(), f)
+    return ["--corpus=files", f"--train_files={paths['train']}", f"--valid_files={paths['valid']}",
+            f"--test_files={paths['test']}", f"--config_json={base}"]
+
+
+def test_default_search_space_is_pinned():
+    assert hypermodel_lib.SEARCH_SPACE == {
+        "hidden_dim": (50, 400, 50, 100),
+        "feature_dim": (20, 120, 10, 30),
+        "order": [3, 4, 5, 6],
+        "direct": [False, True],
+    }
+    model = hypermodel_lib.NPLMHyperModel(Config(), corpus=None, vocab_size=50, output_dir="unused",
+                                          tune_order=True, tune_direct=True)
+    hp = keras_tuner.HyperParameters()
+    config = model.config(hp)
+    assert (config.hidden_dim, config.feature_dim, config.order, config.direct) == (100, 30, 5, False)
+    space = {p.name: p.get_config() for p in hp.space}
+    assert (space["hidden_dim"]["min_value"], space["hidden_dim"]["max_value"], space["hidden_dim"]["step"]) == (50, 400, 50)
+    assert (space["feature_dim"]["min_value"], space["feature_dim"]["max_value"], space["feature_dim"]["step"]) == (20, 120, 10)
+    assert space["order"]["values"] == [3, 4, 5, 6]
+    assert set(space) == {"hidden_dim", "feature_dim", "order", "direct"}
+
+
+def test_random_search_under_mirrored_strategy_writes_results_and_resumes(corpus, tmp_path):
+    out = str(tmp_path / "search")
+    args = [f"--output_dir={out}", "--max_trials=2", "--epochs_per_trial=1", "--num_cpu_devices=2", *corpus]
+    result = helpers.run_binary("tuning.search", *args)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert result.stdout.count("on 2 replica(s)") == 2  # each trial ran under MirroredStrategy, 2 CPU replicas
+    for name in ("results.json", "results.md", "results.png", "best_config.json"):
+        assert os.path.isfile(os.path.join(out, name)), name
+    rows = json.load(open(os.path.join(out, "results.json")))["trials"]
+    assert len(rows) == 2 and rows[0]["valid_perplexity"] <= rows[1]["valid_perplexity"]
+    for row in rows:
+        assert 50 <= row["hidden_dim"] <= 400 and 20 <= row["feature_dim"] <= 120 and row["seconds"] > 0
+    best = Config.from_json(os.path.join(out, "best_config.json"))
+    assert (best.hidden_dim, best.feature_dim) == (rows[0]["hidden_dim"], rows[0]["feature_dim"])
+    assert open(os.path.join(out, "results.png"), "rb").read(8) == b"\x89PNG\r\n\x1a\n"
+
+    again = helpers.run_binary("tuning.search", *args)  # resumes: the oracle has its 2 trials, nothing trains
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert "Reloading Tuner" in again.stdout + again.stderr and "training" not in again.stdout
+    assert json.loads(again.stdout.strip().splitlines()[-1])["best_trial"] == rows[0]["trial"]
+
+    trained = helpers.run_binary("nplm_tf.train", f"--model_dir={tmp_path / 'best'}",
+                                 f"--config_json={os.path.join(out, 'best_config.json')}", *corpus[:4])
+    assert trained.returncode == 0, trained.stderr[-3000:]
+    metrics = json.load(open(tmp_path / "best" / "metrics.json"))
+    assert metrics["config"]["hidden_dim"] == best.hidden_dim and metrics["config"]["feature_dim"] == best.feature_dim
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_chief_and_worker_finish_a_search_and_a_killed_worker_loses_nothing(corpus, tmp_path):
+    out = str(tmp_path / "dist")
+    env = dict(os.environ, NLTK_DATA=helpers.SHARED_NLTK, KERASTUNER_ORACLE_IP="127.0.0.1",
+               KERASTUNER_ORACLE_PORT=str(free_port()))
+    cmd = [sys.executable, "-m", "tuning.search", f"--output_dir={out}", "--max_trials=3", "--epochs_per_trial=1",
+           "--num_cpu_devices=1", *corpus]
+
+    def start(role):
+        return subprocess.Popen(cmd, cwd=helpers.ROOT, env=dict(env, KERASTUNER_TUNER_ID=role),
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+    chief = start("chief")
+    worker = start("tuner0")
+    try:
+        deadline = time.time() + 240
+        while not glob.glob(os.path.join(out, "runs", "*", "metrics.json")):  # the first trial is done
+            assert time.time() < deadline and worker.poll() is None, "no trial finished"
+            time.sleep(0.2)
+        worker.send_signal(signal.SIGKILL)
+        worker.wait(timeout=30)
+        first = glob.glob(os.path.join(out, "runs", "*", "metrics.json"))[0]
+        stamp = os.path.getmtime(first)
+        worker = start("tuner0")  # the same tuner id picks up where the dead one stopped
+        w_out, w_err = worker.communicate(timeout=300)
+        c_out, c_err = chief.communicate(timeout=120)
+    finally:
+        for p in (chief, worker):
+            if p.poll() is None:
+                p.kill()
+    assert worker.returncode == 0, w_err[-3000:]
+    assert chief.returncode == 0, c_err[-3000:]
+    chief_report = json.loads(c_out.strip().splitlines()[-1])
+    worker_report = json.loads(w_out.strip().splitlines()[-1])
+    assert chief_report["role"] == "chief" and worker_report["role"] == "tuner0"
+    assert chief_report["best_trial"] == worker_report["best_trial"]
+    assert chief_report["trials"] == 3
+    assert os.path.getmtime(first) == stamp  # the finished trial was not trained again

@@ -1,0 +1,1 @@
+"""keras-tuner searches over the NPLM (hypermodel, search binary)."""

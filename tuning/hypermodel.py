@@ -1,0 +1,101 @@
+"""The keras-tuner HyperModel: the NPLM over hidden size h and feature count m (and n, direct)."""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import os
+
+import keras_tuner
+
+from nplm_tf import model as model_lib
+from nplm_tf import train_lib
+from nplm_tf.config import Config
+from pipelines import corpus as corpus_lib
+
+# The default search space: name -> (min, max, step, default) for integers, a
+# list of choices for the others. `order` and `direct` are searched only when asked.
+SEARCH_SPACE = {
+    "hidden_dim": (50, 400, 50, 100),  # h
+    "feature_dim": (20, 120, 10, 30),  # m
+    "order": [3, 4, 5, 6],  # n, default 5
+    "direct": [False, True],  # W, default False
+}
+OBJECTIVE = keras_tuner.Objective("val_perplexity", direction="min")
+TRIALS_SUBDIR = "runs"
+
+
+class NPLMHyperModel(keras_tuner.HyperModel):
+    """Builds the eq. (1) model for a trial's h, m (, n, direct) and trains it with the project's training loop.
+
+    Each trial is an ordinary `nplm_tf.train` run in OUTPUT/runs/<config hash>:
+    same pipeline, exact validation perplexity, resumable. A trial interrupted
+    with the search resumes from its last finished epoch when the search is
+    run again, and a configuration trained before is not trained again.
+
+    Args:
+      base: the settings not searched (learning rate, epochs per trial, ...).
+      corpus: the corpus to train and validate on.
+      vocab_size: |V| for the corpus at `base.min_count`.
+      output_dir: where the trials' run directories go.
+      tune_order, tune_direct: also search n and the direct connections.
+    """
+
+    def __init__(self, base: Config, corpus: corpus_lib.Corpus, vocab_size: int, output_dir: str,
+                 tune_order: bool = False, tune_direct: bool = False, **kwargs):
+        super().__init__(**kwargs)
+        self.base = base
+        self.corpus = corpus
+        self.vocab_size = vocab_size
+        self.output_dir = output_dir
+        self.tune_order = tune_order
+        self.tune_direct = tune_direct
+
+    def config(self, hp: keras_tuner.HyperParameters) -> Config:
+        low, high, step, default = SEARCH_SPACE["hidden_dim"]
+        changes = {"hidden_dim": hp.Int("hidden_dim", low, high, step=step, default=default)}
+        low, high, step, default = SEARCH_SPACE["feature_dim"]
+        changes["feature_dim"] = hp.Int("feature_dim", low, high, step=step, default=default)
+        if self.tune_order:
+            changes["order"] = hp.Choice("order", SEARCH_SPACE["order"], default=5)
+        if self.tune_direct:
+            changes["direct"] = hp.Boolean("direct", default=False)
+        return dataclasses.replace(self.base, **changes)
+
+    def build(self, hp):
+        config = self.config(hp)
+        return model_lib.compile_model(model_lib.build_model(config, self.vocab_size), config,
+                                       steps_per_execution=_steps_per_execution())
+
+    def fit(self, hp, model, *args, callbacks=(), epochs=None, **kwargs):
+        config = self.config(hp)
+        if epochs is not None:  # Hyperband sets the epochs of each round
+            config = dataclasses.replace(config, epochs=int(epochs))
+        run = run_dir(self.output_dir, config)
+        metrics = train_lib.train_and_evaluate(
+            config, run, self.corpus, model.distribute_strategy,  # the tuner's distribution_strategy
+            verbose=kwargs.get("verbose", 0), extra_callbacks=list(callbacks), model=model, export=False,
+        )
+        return {"val_perplexity": metrics["valid_perplexity"], "test_perplexity": metrics["test_perplexity"],
+                "seconds": metrics["train_seconds"], "epochs": len(metrics["epochs"])}
+
+
+def config_key(config: Config) -> str:
+    """A short stable name for a configuration (epochs aside: a longer run continues a shorter one)."""
+    values = {k: v for k, v in config.to_dict().items() if k not in ("epochs", "patience")}
+    return hashlib.sha1(json.dumps(values, sort_keys=True).encode()).hexdigest()[:12]
+
+
+def run_dir(output_dir: str, config: Config) -> str:
+    return os.path.join(output_dir, TRIALS_SUBDIR,
+                        f"h{config.hidden_dim}_m{config.feature_dim}_n{config.order}"
+                        f"{'_direct' if config.direct else ''}_{config_key(config)}")
+
+
+def _steps_per_execution() -> int:
+    import tensorflow as tf
+
+    # build() runs inside the tuner's distribution_strategy scope.
+    replicas = tf.distribute.get_strategy().num_replicas_in_sync
+    return train_lib.STEPS_PER_EXECUTION if replicas == 1 else 1

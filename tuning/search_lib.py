@@ -1,0 +1,117 @@
+"""A keras-tuner search over the NPLM, and its result files.
+
+OUTPUT holds the tuner's own state (OUTPUT/search/: the oracle and its
+trials, which is what lets a rerun resume), one training run per trial
+(OUTPUT/runs/), and the results: results.json, results.md, results.png and
+best_config.json (accepted by `nplm_tf.train --config_json`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+
+import keras_tuner
+
+from nplm_tf import callbacks as callbacks_lib
+from nplm_tf.config import Config, ConfigError
+from tuning import hypermodel as hypermodel_lib
+
+TUNERS = ("random", "hyperband", "bayesian")
+PROJECT = "search"
+RESULTS_JSON, RESULTS_MD, RESULTS_PNG, BEST_CONFIG = "results.json", "results.md", "results.png", "best_config.json"
+
+
+def make_tuner(kind: str, hypermodel: hypermodel_lib.NPLMHyperModel, output_dir: str, max_trials: int,
+               epochs_per_trial: int, strategy, seed: int) -> keras_tuner.Tuner:
+    """One of keras-tuner's tuners; an existing OUTPUT/search is reloaded, so the search resumes."""
+    if max_trials < 1 or epochs_per_trial < 1:
+        raise ConfigError(f"max_trials={max_trials} and epochs_per_trial={epochs_per_trial} must be at least 1.")
+    common = dict(hypermodel=hypermodel, objective=hypermodel_lib.OBJECTIVE, seed=seed, directory=output_dir,
+                  project_name=PROJECT, overwrite=False, distribution_strategy=strategy)
+    if kind == "random":
+        return keras_tuner.RandomSearch(max_trials=max_trials, **common)
+    if kind == "bayesian":
+        return keras_tuner.BayesianOptimization(max_trials=max_trials, **common)
+    if kind == "hyperband":  # its brackets decide the trials; max_epochs bounds a configuration's training
+        return keras_tuner.Hyperband(max_epochs=epochs_per_trial, factor=3, **common)
+    raise ConfigError(f"tuner={kind!r} must be one of {TUNERS}.")
+
+
+def trial_rows(tuner: keras_tuner.Tuner, base: Config) -> list[dict]:
+    """Every completed trial: h, m, n, direct, validation (and test) perplexity, seconds; best first."""
+    rows = []
+    for trial in tuner.oracle.trials.values():
+        if trial.status != "COMPLETED" or not trial.metrics.exists("val_perplexity"):
+            continue
+        values = trial.hyperparameters.values
+        metric = lambda name: trial.metrics.get_last_value(name) if trial.metrics.exists(name) else None  # noqa: E731
+        rows.append({
+            "trial": trial.trial_id,
+            "hidden_dim": values.get("hidden_dim", base.hidden_dim),
+            "feature_dim": values.get("feature_dim", base.feature_dim),
+            "order": values.get("order", base.order),
+            "direct": bool(values.get("direct", base.direct)),
+            "epochs": int(metric("epochs") or 0),
+            "valid_perplexity": trial.metrics.get_best_value("val_perplexity"),
+            "test_perplexity": metric("test_perplexity"),
+            "seconds": metric("seconds"),
+        })
+    return sorted(rows, key=lambda r: r["valid_perplexity"])
+
+
+def best_config(rows: list[dict], base: Config) -> Config:
+    best = rows[0]
+    return dataclasses.replace(base, hidden_dim=best["hidden_dim"], feature_dim=best["feature_dim"],
+                               order=best["order"], direct=best["direct"])
+
+
+def write_results(output_dir: str, rows: list[dict], base: Config, tuner_kind: str) -> dict:
+    if not rows:
+        raise ConfigError("the search finished no trial; see the errors above.")
+    best = best_config(rows, base)
+    callbacks_lib.write_json(os.path.join(output_dir, RESULTS_JSON), {"tuner": tuner_kind, "trials": rows})
+    callbacks_lib.write_json(os.path.join(output_dir, BEST_CONFIG), best.to_dict())
+    lines = [f"# {tuner_kind} search: {len(rows)} trials, best first (validation perplexity)", "",
+             "| trial | h | m | n | direct | epochs | valid ppl | test ppl | seconds |",
+             "|---|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        test = f"{r['test_perplexity']:.2f}" if r["test_perplexity"] is not None else ""
+        lines.append(f"| {r['trial']} | {r['hidden_dim']} | {r['feature_dim']} | {r['order']} | "
+                     f"{'yes' if r['direct'] else 'no'} | {r['epochs']} | {r['valid_perplexity']:.2f} | {test} | "
+                     f"{r['seconds']:.0f} |")
+    lines += ["", f"Best configuration: {BEST_CONFIG} (train it with `python -m nplm_tf.train "
+              f"--config_json={os.path.join(output_dir, BEST_CONFIG)} --model_dir=...`)."]
+    tmp = os.path.join(output_dir, RESULTS_MD + ".tmp")
+    with open(tmp, "w", encoding="utf-8") as f:
+        f.write("\n".join(lines) + "\n")
+    os.replace(tmp, os.path.join(output_dir, RESULTS_MD))
+    plot(rows, os.path.join(output_dir, RESULTS_PNG))
+    return {"best": rows[0], "best_config": os.path.join(output_dir, BEST_CONFIG), "trials": len(rows)}
+
+
+def plot(rows: list[dict], path: str) -> None:
+    """Validation perplexity over h (x) and m (y): colour and label per trial."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from matplotlib import pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6.4, 4.8), dpi=100)
+    h = [r["hidden_dim"] for r in rows]
+    m = [r["feature_dim"] for r in rows]
+    ppl = [r["valid_perplexity"] for r in rows]
+    points = ax.scatter(h, m, c=ppl, cmap="viridis_r", s=80, edgecolors="black")
+    for x, y, p in zip(h, m, ppl):
+        ax.annotate(f"{p:.2f}", (x, y), textcoords="offset points", xytext=(6, 6), fontsize=8)
+    ax.scatter([h[0]], [m[0]], marker="*", s=300, facecolors="none", edgecolors="red", label="best")
+    ax.set_xlabel("hidden units h")
+    ax.set_ylabel("word features m")
+    ax.set_title("validation perplexity per trial")
+    ax.legend(loc="best")
+    fig.colorbar(points, ax=ax, label="validation perplexity")
+    fig.tight_layout()
+    tmp = path + ".tmp.png"
+    fig.savefig(tmp)
+    plt.close(fig)
+    os.replace(tmp, path)
