@@ -17,7 +17,7 @@ import tensorflow as tf
 from nplm_tf import interpolated
 from nplm_tf import kneser_ney as kn
 
-NONE = tf.constant(-1, tf.int64)
+NONE = -1  # "absent": an n-gram id, or a query that cannot match
 
 
 def _state(array, dtype) -> tf.Variable:
@@ -54,11 +54,11 @@ class ServingNgram(tf.Module):
         where = tf.cast(tf.searchsorted(keys, query, side="left"), tf.int64)  # (T,)
         clipped = tf.minimum(where, tf.cast(tf.size(keys) - 1, tf.int64))
         found = (tf.gather(keys, clipped) == query) & (query >= 0)
-        return tf.where(found, clipped, NONE)
+        return tf.where(found, clipped, tf.constant(NONE, tf.int64))
 
     def extend(self, k: int, prefix_ids: tf.Tensor, words: tf.Tensor) -> tf.Tensor:
         """Ids of the k-grams (prefix, word); -1 where the prefix or the k-gram is absent."""
-        return self.lookup(k, tf.where(prefix_ids >= 0, prefix_ids * self.base + words, NONE))
+        return self.lookup(k, tf.where(prefix_ids >= 0, prefix_ids * self.base + words, tf.constant(NONE, tf.int64)))
 
     def suffix_ids(self, context: tf.Tensor) -> list[tf.Tensor]:
         """context (T, c) ids, oldest first -> s[j] (T,): id of its last j words (j < order), -1 if unseen."""

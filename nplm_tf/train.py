@@ -19,7 +19,8 @@ from pipelines import corpus_flags
 _D = Config()
 MODEL_DIR = flags.DEFINE_string("model_dir", None, "Directory for checkpoints, logs and metrics.json.", required=True)
 CONFIG_JSON = flags.DEFINE_string("config_json", None, "A JSON config (e.g. tuning's best); flags given explicitly override it.")
-STRATEGY = flags.DEFINE_enum("strategy", "default", ["default", "mirrored"], "tf.distribute strategy.")
+STRATEGY = flags.DEFINE_enum("strategy", "default", ["default", "mirrored", "multi_worker"],
+                             "tf.distribute strategy; multi_worker reads the cluster from TF_CONFIG.")
 NUM_CPU_DEVICES = flags.DEFINE_integer("num_cpu_devices", 1, "Split the CPU into this many logical devices (for --strategy=mirrored).")
 flags.DEFINE_integer("order", _D.order, "n: the model sees the n-1 previous words.")
 flags.DEFINE_integer("feature_dim", _D.feature_dim, "m: features per word.")
@@ -56,7 +57,12 @@ def main(argv):
     from nplm_tf import train_lib  # imports TensorFlow after the CPU split is set
 
     strategy = cli.make_strategy(STRATEGY.value, NUM_CPU_DEVICES.value)
-    metrics = train_lib.train_and_evaluate(config, MODEL_DIR.value, corpus_flags.corpus_from_flags(), strategy)
+    if STRATEGY.value == "multi_worker":  # Keras fit fails under MultiWorkerMirroredStrategy: a custom loop
+        from nplm_tf import multi_worker_lib
+
+        metrics = multi_worker_lib.train_multi_worker(config, MODEL_DIR.value, corpus_flags.corpus_from_flags(), strategy)
+    else:
+        metrics = train_lib.train_and_evaluate(config, MODEL_DIR.value, corpus_flags.corpus_from_flags(), strategy)
     print(json.dumps({k: metrics[k] for k in ("valid_perplexity", "test_perplexity", "vocab_size", "tokens")}))
 
 

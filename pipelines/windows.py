@@ -56,7 +56,7 @@ def window_dataset(
     shuffle: bool = False,
     shuffle_buffer: int = 100_000,
     seed: int = 0,
-    epoch: tf.Variable | None = None,
+    epoch: tf.Variable | int | None = None,
     table: tf.lookup.StaticHashTable | None = None,
 ) -> tf.data.Dataset:
     """Batches of (context, target) over every predicted token of `split`.
@@ -68,7 +68,8 @@ def window_dataset(
         consecutive windows (memory is bounded by the block, not the corpus).
       seed, epoch: the shuffle order is a pure function of (seed, epoch value
         when an iterator starts), so a resumed run sees the same batches as an
-        uninterrupted one.
+        uninterrupted one. `epoch` is a variable read when each iterator
+        starts (Keras `fit`), or a fixed epoch number.
     """
     table = table if table is not None else vocab.lookup_table()
 
@@ -94,10 +95,10 @@ def window_dataset(
 
         return blocks.map(mix, num_parallel_calls=AUTOTUNE, deterministic=True).rebatch(batch_size)
 
-    if shuffle and epoch is not None:
+    if shuffle and isinstance(epoch, tf.Variable):
         windows = tf.data.Dataset.from_tensors(0).flat_map(lambda _: build(epoch.read_value()))
     else:
-        windows = build(tf.constant(0, tf.int64))
+        windows = build(tf.constant(epoch or 0, tf.int64))
     ds = windows.map(split_window, num_parallel_calls=AUTOTUNE, deterministic=True)
     ds = ds.apply(tf.data.experimental.assert_cardinality(num_batches(tokens, batch_size)))
     return ds.prefetch(AUTOTUNE)

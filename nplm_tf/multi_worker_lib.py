@@ -1,0 +1,198 @@
+"""Training under MultiWorkerMirroredStrategy: a custom loop with `strategy.run`.
+
+Keras 3's `fit` fails under MultiWorkerMirroredStrategy
+(keras-team/keras#20585), so each step here is `strategy.run` over an
+`experimental_distribute_dataset`: every worker reads the same shuffled
+windows (a pure function of seed and epoch) and takes its share of each
+global batch, gradients are all-reduced, and the result equals one process
+training on the same global batches.
+
+The run directory is the one `train_lib` writes (config.json, vocab.tsv,
+history.json, best.weights.h5, model.keras, export/, metrics.json), with
+checkpoints/ (model, optimizer, epoch) instead of Keras's backup/. Only the
+chief writes; the other workers write their share of each checkpoint to a
+scratch directory and delete it. The directory must be visible to every
+worker (one machine, or a shared filesystem). Killing any worker and
+restarting the job resumes from the last finished epoch.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import time
+
+import keras
+import tensorflow as tf
+
+from nplm_tf import callbacks as callbacks_lib
+from nplm_tf import evaluate_lib, export_lib, run_dir, train_lib
+from nplm_tf import model as model_lib
+from nplm_tf.config import Config
+from pipelines import corpus as corpus_lib
+from pipelines import windows
+
+CHECKPOINTS = "checkpoints"
+STEPS_PER_CALL = 16  # training steps per tf.function call (amortizes Python per step)
+
+
+def is_chief(strategy: tf.distribute.Strategy) -> bool:
+    resolver = getattr(strategy, "cluster_resolver", None)
+    if resolver is None or not resolver.task_type:
+        return True
+    return resolver.task_type == "chief" or (resolver.task_type == "worker" and resolver.task_id == 0
+                                             and "chief" not in resolver.cluster_spec().as_dict())
+
+
+def _train_dataset(config: Config, data: train_lib.Data, corpus: corpus_lib.Corpus, epoch: int, steps: int):
+    ds = windows.window_dataset(corpus["train"], data.vocab, config.order, config.batch_size, data.tokens["train"],
+                                shuffle=True, shuffle_buffer=config.shuffle_buffer, seed=config.seed, epoch=epoch)
+    ds = ds.take(steps)  # full global batches only, so every worker runs the same number of steps
+    options = tf.data.Options()
+    options.experimental_distribute.auto_shard_policy = tf.data.experimental.AutoShardPolicy.DATA
+    return ds.with_options(options)
+
+
+def train_multi_worker(config: Config, model_dir: str, corpus: corpus_lib.Corpus,
+                       strategy: tf.distribute.Strategy) -> dict:
+    """Trains (or resumes) with `strategy` (usually MultiWorkerMirroredStrategy); returns the metrics."""
+    chief = is_chief(strategy)
+    if chief:
+        train_lib.check_model_dir(config, model_dir)
+    finished = run_dir.read_metrics(model_dir)
+    if finished is not None and not Config.from_dict(finished["config"]).differences(config) \
+            and finished["config"]["epochs"] >= config.epochs:
+        print(f"{model_dir} already holds a finished run with this config; metrics unchanged.", flush=True)
+        return finished
+    data = train_lib.prepare_data(config, corpus, model_dir if chief else None)
+    replicas = strategy.num_replicas_in_sync
+    model, optimizer = build(config, data.vocab.size, strategy)
+    with strategy.scope():
+        epoch_done = tf.Variable(0, dtype=tf.int64, trainable=False)
+    train_lib.init_output_bias(model, data.vocab)
+    checkpoint = tf.train.Checkpoint(model=model, optimizer=optimizer, epoch=epoch_done)
+    shared = os.path.join(model_dir, CHECKPOINTS)
+    scratch = shared if chief else os.path.join(model_dir, f".{CHECKPOINTS}-worker-{strategy.cluster_resolver.task_id}")
+    manager = tf.train.CheckpointManager(checkpoint, scratch, max_to_keep=2)
+    latest = tf.train.latest_checkpoint(shared)
+    if latest:
+        checkpoint.restore(latest)
+        print(f"resumed from {latest} (epoch {int(epoch_done.numpy())} done)", flush=True)
+
+    steps = data.tokens["train"] // config.batch_size
+    train_steps = make_train_steps(model, optimizer, strategy, config)
+
+    valid_ds = data.dataset(corpus, "valid", config)
+    batch_nll = evaluate_lib.nll_function(model)
+    print(f"training {model.count_params():,} parameters on {replicas} replica(s); "
+          f"{data.tokens['train']:,} train tokens, |V| = {data.vocab.size:,}", flush=True)
+    first = int(epoch_done.numpy())
+    # Every worker computes the same validation perplexities; none waits on the chief's files.
+    valid_history = [h["valid_perplexity"] for e, h in sorted(callbacks_lib.read_history(model_dir).items()) if e < first]
+    for epoch in range(first, config.epochs):
+        if _stopped_early(valid_history, config.patience):
+            break
+        start = time.perf_counter()
+        iterator = distributed_train_dataset(config, data, corpus, epoch, steps, strategy)
+        nll, done = 0.0, 0
+        while done < steps:
+            count = min(STEPS_PER_CALL, steps - done)
+            nll += float(train_steps(iterator, tf.constant(count)))
+            done += count
+        seconds = time.perf_counter() - start
+        valid = evaluate_lib.score(model, valid_ds, data.vocab.unk_id, batch_nll=batch_nll)
+        record = {"epoch": epoch + 1, "train_loss": nll / (steps * config.batch_size),
+                  "valid_perplexity": valid.perplexity, "seconds": seconds,
+                  "tokens_per_second": steps * config.batch_size / seconds,
+                  "learning_rate": float(keras.ops.convert_to_numpy(optimizer.learning_rate))}
+        valid_history.append(valid.perplexity)
+        if chief:
+            _record(model_dir, model, epoch, record)
+            print(f"epoch {epoch + 1}: valid perplexity {valid.perplexity:.2f}, "
+                  f"{record['tokens_per_second']:,.0f} tokens/s", flush=True)
+        epoch_done.assign(epoch + 1)
+        manager.save()  # every worker takes part; only the chief's copy is kept
+    if not chief:
+        shutil.rmtree(scratch, ignore_errors=True)
+    _barrier(strategy)  # the chief has written the best weights
+
+    model.load_weights(os.path.join(model_dir, callbacks_lib.BEST_WEIGHTS))
+    metrics = train_lib.evaluate_all(model, data, corpus, config)
+    metrics["epochs"] = list(callbacks_lib.read_history(model_dir).values())
+    metrics["train_seconds"] = sum(e["seconds"] for e in metrics["epochs"])
+    metrics["best_epoch"] = min(metrics["epochs"], key=lambda e: e["valid_perplexity"])["epoch"]
+    metrics["workers"] = replicas
+    if chief:
+        model.save(os.path.join(model_dir, run_dir.KERAS_FILE))
+        metrics["export"] = export_lib.export(model_dir)
+        callbacks_lib.write_json(os.path.join(model_dir, run_dir.METRICS_FILE), metrics)
+    return metrics
+
+
+def build(config: Config, vocab_size: int, strategy: tf.distribute.Strategy):
+    """The model and its built optimizer, in `strategy`'s scope, the same initial weights on every worker."""
+    keras.utils.set_random_seed(config.seed)  # the same initial weights as a run with any other worker count
+    with strategy.scope():
+        model = model_lib.build_model(config, vocab_size)
+        optimizer = model_lib.make_optimizer(config)
+        optimizer.build(model.trainable_variables)
+    return model, optimizer
+
+
+def make_train_steps(model, optimizer, strategy: tf.distribute.Strategy, config: Config):
+    """A tf.function running `count` steps on a distributed iterator; returns the summed -ln P."""
+    replicas = strategy.num_replicas_in_sync
+    global_batch = float(config.batch_size)
+
+    def step_fn(context, target):
+        with tf.GradientTape() as tape:
+            nll = model_lib.token_nll(target, model(context, training=True))  # (per-replica batch,)
+            loss = tf.reduce_sum(nll) / global_batch  # summed over replicas: the global mean
+            if model.losses:
+                loss += tf.add_n(model.losses) / replicas  # R(θ): once in total
+        grads = tape.gradient(loss, model.trainable_variables)
+        optimizer.apply(grads, model.trainable_variables)
+        return tf.reduce_sum(nll)
+
+    @tf.function
+    def train_steps(iterator, count):
+        total = tf.constant(0.0)
+        for _ in tf.range(count):
+            total += strategy.reduce(tf.distribute.ReduceOp.SUM, strategy.run(step_fn, args=next(iterator)), axis=None)
+        return total
+
+    return train_steps
+
+
+def distributed_train_dataset(config: Config, data: train_lib.Data, corpus: corpus_lib.Corpus, epoch: int,
+                              steps: int, strategy: tf.distribute.Strategy):
+    return iter(strategy.experimental_distribute_dataset(_train_dataset(config, data, corpus, epoch, steps)))
+
+
+def _record(model_dir, model, epoch, record):
+    """As `callbacks.ValidationRecorder`: best weights first, then the history entry naming them."""
+    history = callbacks_lib.read_history(model_dir)
+    others = [h["valid_perplexity"] for e, h in history.items() if e != epoch]
+    if not others or record["valid_perplexity"] < min(others):
+        path = os.path.join(model_dir, callbacks_lib.BEST_WEIGHTS)
+        tmp = path.replace(".weights.h5", ".tmp.weights.h5")
+        model.save_weights(tmp)
+        os.replace(tmp, path)
+    history[epoch] = record
+    callbacks_lib.write_json(os.path.join(model_dir, callbacks_lib.HISTORY_FILE),
+                             {str(k): v for k, v in sorted(history.items())})
+
+
+def _stopped_early(done: list[float], patience: int) -> bool:
+    if not done:
+        return False
+    best = min(range(len(done)), key=done.__getitem__)
+    if len(done) - 1 - best >= patience:
+        print(f"stopping early: no better valid perplexity for {patience} epochs", flush=True)
+        return True
+    return False
+
+
+def _barrier(strategy: tf.distribute.Strategy) -> None:
+    """An all-reduce every worker must reach: what one wrote before it, the others can read after."""
+    strategy.reduce(tf.distribute.ReduceOp.SUM, strategy.run(lambda: tf.constant(1.0)), axis=None)
