@@ -28,6 +28,7 @@ setup(
             "nplm-ngram=nplm_tf.ngram:run",
             "nplm-export=nplm_tf.export:run",
             "nplm-search=tuning.search:run",
+            "nplm-reproduce=nplm_tf.reproduce:run",
         ]
     },
 )

@@ -24,6 +24,11 @@ def write_json(path: str, value) -> None:
     os.replace(tmp, path)
 
 
+def read_json(path: str):
+    with open(path, encoding="utf-8") as f:
+        return json.load(f)
+
+
 def read_history(model_dir: str) -> dict[int, dict]:
     path = os.path.join(model_dir, HISTORY_FILE)
     if not os.path.isfile(path):

@@ -27,7 +27,7 @@ class Config:
 
     order: int = 5  # n: the model sees the n-1 previous words
     feature_dim: int = 30  # m: features per word, C is |V| x m
-    hidden_dim: int = 100  # h: tanh hidden units, H is h x (n-1)m
+    hidden_dim: int = 100  # h: tanh hidden units, H is h x (n-1)m (0 with direct: y = b + Wx)
     direct: bool = False  # W: direct connections from x to the output
     min_count: int = 4  # words seen fewer times in train map to <unk>
     epochs: int = 8
@@ -46,7 +46,8 @@ class Config:
     def __post_init__(self) -> None:
         _check(self.order >= 2, "order", self.order, "must be at least 2 (n-1 >= 1 context word)")
         _check(self.feature_dim > 0, "feature_dim", self.feature_dim, "must be positive")
-        _check(self.hidden_dim > 0, "hidden_dim", self.hidden_dim, "must be positive")
+        _check(self.hidden_dim > 0 or (self.hidden_dim == 0 and self.direct), "hidden_dim", self.hidden_dim,
+               "must be positive, or 0 with direct connections (the paper's linear model, MLP3)")
         _check(self.min_count >= 1, "min_count", self.min_count, "must be at least 1")
         _check(self.epochs >= 1, "epochs", self.epochs, "must be at least 1")
         _check(self.batch_size >= 1, "batch_size", self.batch_size, "must be at least 1")

@@ -24,7 +24,7 @@ class NPLMLayer(keras.layers.Layer):
         |V| + 1 rows: id |V| is the input-only padding `<s>`.
       context_size: n - 1, words in the context.
       feature_dim: m, features per word.
-      hidden_dim: h, tanh hidden units.
+      hidden_dim: h, tanh hidden units; 0 (with `direct`) leaves y = b + W·x.
       direct: whether the direct connections W exist (else W = 0).
       weight_decay: λ ≥ 0.
       dropout: rate in [0, 1) applied in training to x and to the tanh layer
@@ -64,10 +64,12 @@ class NPLMLayer(keras.layers.Layer):
             ("vocab_size", vocab_size),
             ("context_size", context_size),
             ("feature_dim", feature_dim),
-            ("hidden_dim", hidden_dim),
         ):
             if not isinstance(value, int) or value < 1:
                 raise ValueError(f"`{name}` must be a positive integer. Received: {name}={value!r}")
+        if not isinstance(hidden_dim, int) or hidden_dim < 0 or (hidden_dim == 0 and not direct):
+            raise ValueError("`hidden_dim` must be a positive integer, or 0 with direct=True (the paper's "
+                             f"linear model). Received: hidden_dim={hidden_dim!r}, direct={direct!r}")
         if weight_decay < 0:
             raise ValueError(f"`weight_decay` must be >= 0. Received: weight_decay={weight_decay!r}")
         self.vocab_size = vocab_size
@@ -88,9 +90,11 @@ class NPLMLayer(keras.layers.Layer):
             initializer=keras.initializers.RandomUniform(-0.05, 0.05),
             name="C",
         )
-        self.H = self.add_weight(shape=(x_dim, self.hidden_dim), initializer="glorot_uniform", name="H")
-        self.d = self.add_weight(shape=(self.hidden_dim,), initializer="zeros", name="d")
-        self.U = self.add_weight(shape=(self.hidden_dim, self.vocab_size), initializer="glorot_uniform", name="U")
+        self.H = self.d = self.U = None
+        if self.hidden_dim:
+            self.H = self.add_weight(shape=(x_dim, self.hidden_dim), initializer="glorot_uniform", name="H")
+            self.d = self.add_weight(shape=(self.hidden_dim,), initializer="zeros", name="d")
+            self.U = self.add_weight(shape=(self.hidden_dim, self.vocab_size), initializer="glorot_uniform", name="U")
         self.b = self.add_weight(shape=(self.vocab_size,), initializer="zeros", name="b")
         self.W = None
         if self.direct:
@@ -120,12 +124,15 @@ class NPLMLayer(keras.layers.Layer):
         if drop:
             self.step.assign_add(1)
             xc = self._dropout(xc, 0)
-        a = ops.tanh(ops.matmul(xc, ops.cast(self.H, dtype)) + ops.cast(self.d, dtype))  # (batch, h)
-        if drop:
-            a = self._dropout(a, 1)
-        y = ops.matmul(a, ops.cast(self.U, dtype))  # (batch, |V|)
+        y = None
+        if self.hidden_dim:
+            a = ops.tanh(ops.matmul(xc, ops.cast(self.H, dtype)) + ops.cast(self.d, dtype))  # (batch, h)
+            if drop:
+                a = self._dropout(a, 1)
+            y = ops.matmul(a, ops.cast(self.U, dtype))  # (batch, |V|)
         if self.W is not None:
-            y = y + ops.matmul(xc, ops.cast(self.W, dtype))  # (batch, |V|)
+            direct = ops.matmul(xc, ops.cast(self.W, dtype))  # (batch, |V|)
+            y = direct if y is None else y + direct
         y = ops.cast(y, "float32") + ops.cast(self.b, "float32")  # (batch, |V|)
         if self.weight_decay:
             penalty = sum(ops.sum(ops.square(w)) for w in self._weights())

@@ -40,8 +40,8 @@ class Server(tf.Module):
         # The weights as the layer uses them: cast once here, not on every
         # request (casting U per call would cost more than a one-row forward pass).
         held = lambda w, dtype: tf.Variable(tf.cast(w, dtype), trainable=False)  # noqa: E731
-        self.C, self.H, self.d, self.U = (held(w, self.compute_dtype) for w in (layer.C, layer.H, layer.d, layer.U))
-        self.W = held(layer.W, self.compute_dtype) if layer.W is not None else None
+        self.C, self.H, self.d, self.U, self.W = (
+            held(w, self.compute_dtype) if w is not None else None for w in (layer.C, layer.H, layer.d, layer.U, layer.W))
         self.b = held(layer.b, tf.float32)
         line = tf.lookup.TextFileIndex.LINE_NUMBER
         self.ids_table = tf.lookup.StaticHashTable(
@@ -97,10 +97,11 @@ class Server(tf.Module):
         """(B, n-1) oldest first -> (B, |V|) float32 y = b + W·x + U·tanh(d + H·x), as `NPLMLayer.call` computes it."""
         recent_first = tf.reverse(context, axis=[1])
         x = tf.reshape(tf.gather(self.C, recent_first), [-1, self.context_size * int(self.C.shape[1])])  # (B, (n-1)m)
-        a = tf.tanh(tf.matmul(x, self.H) + self.d)  # (B, h)
-        y = tf.matmul(a, self.U)  # (B, |V|)
+        y = None
+        if self.H is not None:
+            y = tf.matmul(tf.tanh(tf.matmul(x, self.H) + self.d), self.U)  # (B, |V|)
         if self.W is not None:
-            y = y + tf.matmul(x, self.W)
+            y = tf.matmul(x, self.W) if y is None else y + tf.matmul(x, self.W)
         return tf.cast(y, tf.float32) + self.b
 
     def distribution(self, context: tf.Tensor) -> tf.Tensor:

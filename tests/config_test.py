@@ -32,3 +32,9 @@ def test_json_round_trip_and_unknown_fields(tmp_path):
 def test_differences_ignore_fields_a_resume_may_change():
     assert Config(epochs=3).differences(Config(epochs=9)) == []
     assert Config(hidden_dim=3).differences(Config()) == ["hidden_dim"]
+
+
+def test_no_hidden_units_needs_direct_connections():
+    assert Config(hidden_dim=0, direct=True).hidden_dim == 0
+    with pytest.raises(ConfigError, match="^hidden_dim=0"):
+        Config(hidden_dim=0)

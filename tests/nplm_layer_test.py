@@ -111,3 +111,18 @@ def test_dropout_only_in_training_with_masks_keyed_by_step():
 def test_dropout_rate_is_checked():
     with pytest.raises(ValueError, match="dropout"):
         NPLMLayer(vocab_size=V, context_size=N1, feature_dim=M, hidden_dim=H, dropout=1.0)
+
+
+def test_no_hidden_layer_is_the_linear_model_with_direct_connections():
+    layer = NPLMLayer(vocab_size=V, context_size=N1, feature_dim=M, hidden_dim=0, direct=True)
+    layer.build((None, N1))
+    assert [w.name for w in layer.weights] == ["C", "b", "W"]
+    rng = np.random.default_rng(1)
+    for w in layer.weights:
+        w.assign(rng.normal(size=w.shape).astype("float32"))
+    context = np.array([[0, 1], [6, 7]], np.int32)
+    C, W, b = (np.asarray(w.numpy(), np.float64) for w in (layer.C, layer.W, layer.b))
+    x = np.concatenate([C[context[:, j]] for j in range(N1)], axis=1)
+    np.testing.assert_allclose(layer(context).numpy(), b + x @ W, rtol=1e-5, atol=1e-5)
+    with pytest.raises(ValueError, match="hidden_dim"):
+        NPLMLayer(vocab_size=V, context_size=N1, feature_dim=M, hidden_dim=0, direct=False)

@@ -1,0 +1,56 @@
+"""Reproduces the paper's Table 1 comparison on Brown (or your corpus).
+
+    NLTK_DATA=../shared/nltk_data python -m nplm_tf.reproduce --output=runs/table1
+    python -m nplm_tf.reproduce --output=runs/table1_quick --quick     # MLP7, MLP9; one epoch each
+
+Trains MLP1, MLP3, MLP5, MLP7 and MLP9 (n, h, m, direct as in the paper),
+mixes each with the paper's interpolated trigram (MLP2, 4, 6, 8, 10), builds
+the interpolated trigram and Kneser-Ney 3/4/5, and writes OUTPUT/table.md,
+table.json and curves.png. Run it again to resume: finished rows are kept.
+"""
+
+import dataclasses
+import json
+import sys
+import time
+
+from absl import flags
+
+from nplm_tf import cli
+from pipelines import corpus_flags
+
+OUTPUT = flags.DEFINE_string("output", None, "Directory for every model and the table.", required=True)
+QUICK = flags.DEFINE_boolean("quick", False, "A reduced run in minutes: MLP7 and MLP9 only, one epoch, no train perplexity.")
+CONFIG_JSON = flags.DEFINE_string("config_json", None, "Training settings shared by every network (default: nplm_tf's).")
+EPOCHS = flags.DEFINE_integer("epochs", None, "Epochs per network (default: the config's; 1 with --quick).")
+
+
+def main(argv):
+    from nplm_tf import reproduce_lib
+    from nplm_tf.config import Config
+
+    start = time.perf_counter()
+    base = Config.from_json(CONFIG_JSON.value) if CONFIG_JSON.value else Config()
+    epochs = EPOCHS.value or (1 if QUICK.value else base.epochs)
+    base = dataclasses.replace(base, epochs=epochs)
+    corpus = corpus_flags.corpus_from_flags()
+    ngrams = [reproduce_lib.ngram_row(OUTPUT.value, corpus, base, spec) for spec in reproduce_lib.NGRAMS
+              if not QUICK.value or spec[1] in ("interp3", "kn3", "kn5")]
+    rows = []
+    for row in reproduce_lib.ROWS:
+        if QUICK.value and row.name not in reproduce_lib.QUICK_ROWS:
+            continue
+        print(f"{row.name}: n={row.order}, h={row.hidden_dim}, m={row.feature_dim}, direct={row.direct}", flush=True)
+        rows += reproduce_lib.network_rows(OUTPUT.value, corpus, base, row, ngrams[0]["dir"],
+                                           train_perplexity=not QUICK.value)
+    command = "python -m nplm_tf.reproduce " + " ".join(sys.argv[1:])
+    reproduce_lib.write_table(OUTPUT.value, rows + ngrams, command, time.perf_counter() - start)
+    print(json.dumps({r["name"]: round(r["test"], 2) for r in rows + ngrams}))
+
+
+def run():
+    cli.run(main)
+
+
+if __name__ == "__main__":
+    run()

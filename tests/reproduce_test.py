@@ -1,0 +1,44 @@
+"""The Table 1 reproduction binary, in its quick mode on a tiny corpus, and its resume."""
+
+import json
+import os
+
+from nplm_tf import reproduce_lib
+from tests import helpers
+
+
+def test_quick_reproduce_writes_the_table_and_resumes(tmp_path):
+    paths = helpers.tiny_corpus_files(tmp_path, train=50, valid=10, test=10)
+    base = tmp_path / "base.json"
+    base.write_text(json.dumps(helpers.tiny_config().to_dict()))
+    out = str(tmp_path / "table1")
+    args = [f"--output={out}", "--quick", f"--config_json={base}", "--corpus=files",
+            f"--train_files={paths['train']}", f"--valid_files={paths['valid']}", f"--test_files={paths['test']}"]
+    first = helpers.run_binary("nplm_tf.reproduce", *args)
+    assert first.returncode == 0, first.stderr[-3000:]
+    table = json.load(open(os.path.join(out, "table.json")))
+    names = [r["name"] for r in table["rows"]]
+    assert names == ["MLP7", "MLP8", "MLP9", "MLP10", "interpolated trigram", "Kneser-Ney 3-gram", "Kneser-Ney 5-gram"]
+    rows = {r["name"]: r for r in table["rows"]}
+    assert (rows["MLP7"]["n"], rows["MLP7"]["h"], rows["MLP7"]["m"], rows["MLP7"]["direct"]) == (3, 50, 30, True)
+    assert rows["Kneser-Ney 5-gram"]["ratio_to_kn5"] == 1.0
+    for r in table["rows"]:
+        assert 1 < r["test"] < 20 and r["valid"] > 1  # a 20-word vocabulary
+    # Mixing with the trigram never does worse on valid, where its weights were fitted.
+    assert rows["MLP10"]["valid"] <= min(rows["MLP9"]["valid"], rows["interpolated trigram"]["valid"]) + 1e-9
+    md = open(os.path.join(out, "table.md")).read()
+    assert md.count("\n| MLP") == 4 and "| 276 |" in md and "| 252 |" in md
+    assert open(os.path.join(out, "curves.png"), "rb").read(4) == b"\x89PNG"
+    assert len(rows["MLP9"]["curve"]) == 1
+
+    again = helpers.run_binary("nplm_tf.reproduce", *args)  # every row is finished: nothing trains again
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert "training" not in again.stdout
+    assert [r["test"] for r in json.load(open(os.path.join(out, "table.json")))["rows"]] == [
+        r["test"] for r in table["rows"]]
+
+
+def test_the_rows_are_the_papers_shapes():
+    shapes = {r.name: (r.order, r.hidden_dim, r.feature_dim, r.direct) for r in reproduce_lib.ROWS}
+    assert shapes == {"MLP1": (5, 50, 60, True), "MLP3": (5, 0, 60, True), "MLP5": (5, 50, 30, True),
+                      "MLP7": (3, 50, 30, True), "MLP9": (5, 100, 30, False)}
