@@ -126,8 +126,11 @@ class Server(tf.Module):
             logits = self.network_logits(args[0])  # (chunk, |V|)
             return tf.gather(tf.nn.log_softmax(logits), args[1], batch_dims=1)  # (chunk,)
 
-        ln_nn = tf.map_fn(chunk_log_probs, (ctx, tgt), fn_output_signature=tf.float32)
-        ln_nn = tf.cast(tf.reshape(ln_nn, [-1])[:total], tf.float64)
+        ln_nn = tf.cond(  # an empty batch has no chunk, and map_fn cannot stack zero chunks of unknown size
+            total > 0,
+            lambda: tf.reshape(tf.map_fn(chunk_log_probs, (ctx, tgt), fn_output_signature=tf.float32), [-1])[:total],
+            lambda: tf.zeros([0], tf.float32))
+        ln_nn = tf.cast(ln_nn, tf.float64)
         if self.ngram is None:
             return ln_nn
         lam = self.ngram.mixture_weight(context)
