@@ -140,10 +140,15 @@ class Server(tf.Module):
 
     def next_word(self, text: tf.Tensor, k: tf.Tensor) -> dict[str, tf.Tensor]:
         k = tf.clip_by_value(tf.cast(k, tf.int32), 0, self.vocab_size)
-        probs = self.distribution(self.last_context(self.token_ids(text)))
-        top = tf.math.top_k(probs, k=k)
-        return {"words": self.word(top.indices), "probabilities": tf.cast(top.values, tf.float32),
-                "ids": tf.cast(top.indices, tf.int32)}
+        context = self.last_context(self.token_ids(text))
+        if self.ngram is None:  # softmax is monotone: rank the logits, normalize only the k kept
+            logits = self.network_logits(context)
+            top = tf.math.top_k(logits, k=k)
+            probs = tf.exp(top.values - tf.reduce_logsumexp(logits, axis=1, keepdims=True))
+        else:
+            top = tf.math.top_k(self.distribution(context), k=k)
+            probs = tf.cast(top.values, tf.float32)
+        return {"words": self.word(top.indices), "probabilities": probs, "ids": tf.cast(top.indices, tf.int32)}
 
     def score(self, text: tf.Tensor) -> dict[str, tf.Tensor]:
         ids = self.token_ids(text)
