@@ -67,6 +67,10 @@ def test_random_search_under_mirrored_strategy_writes_results_and_resumes(corpus
     assert again.returncode == 0, again.stderr[-3000:]
     assert "Reloading Tuner" in again.stdout + again.stderr and "training" not in again.stdout
     assert json.loads(again.stdout.strip().splitlines()[-1])["best_trial"] == rows[0]["trial"]
+    report = helpers.run_binary("tuning.search", *[a.replace("--max_trials=2", "--max_trials=5") for a in args],
+                                "--report_only")  # a larger budget, but only the finished trials are reported
+    assert report.returncode == 0, report.stderr[-3000:]
+    assert "training" not in report.stdout and json.loads(report.stdout.strip().splitlines()[-1])["trials"] == 2
 
     trained = helpers.run_binary("nplm_tf.train", f"--model_dir={tmp_path / 'best'}",
                                  f"--config_json={os.path.join(out, 'best_config.json')}", *corpus[:4])

@@ -29,6 +29,7 @@ TUNE_ORDER = flags.DEFINE_boolean("tune_order", False, "Also search n in {3, 4, 
 TUNE_DIRECT = flags.DEFINE_boolean("tune_direct", False, "Also search the direct connections W.")
 NUM_CPU_DEVICES = flags.DEFINE_integer("num_cpu_devices", 2, "Logical CPU devices: MirroredStrategy's replicas when no GPU.")
 SEED = flags.DEFINE_integer("seed", 1, "Seed of the tuner's sampling.")
+REPORT_ONLY = flags.DEFINE_boolean("report_only", False, "Write the result files from the trials finished so far; run none.")
 
 
 def main(argv):
@@ -49,7 +50,8 @@ def main(argv):
     strategy = cli.make_strategy("mirrored", NUM_CPU_DEVICES.value)
     tuner = search_lib.make_tuner(TUNER.value, hypermodel, OUTPUT_DIR.value, MAX_TRIALS.value, EPOCHS.value,
                                   strategy, SEED.value)
-    tuner.search(epochs=EPOCHS.value, verbose=0)  # never inside strategy.scope(): keras-tuner enters it per trial
+    if not REPORT_ONLY.value:
+        tuner.search(epochs=EPOCHS.value, verbose=0)  # never inside strategy.scope(): keras-tuner enters it per trial
 
     if dist_utils.has_chief_oracle() and not dist_utils.is_chief_oracle():
         best = tuner.oracle.get_best_trials(1)  # asked of the chief
