@@ -122,6 +122,7 @@ def write_table(output_dir: str, rows: list[dict], command: str, seconds: float)
 
 def plot_curves(rows: list[dict], path: str) -> None:
     import matplotlib
+    import matplotlib.ticker
 
     matplotlib.use("Agg")
     from matplotlib import pyplot as plt
@@ -132,6 +133,7 @@ def plot_curves(rows: list[dict], path: str) -> None:
             ax.plot(range(1, len(r["curve"]) + 1), r["curve"], marker="o",
                     label=f"{r['name']} (n={r['n']}, h={r['h']}, m={r['m']}{', direct' if r['direct'] else ''})")
     ax.set_xlabel("epoch")
+    ax.xaxis.set_major_locator(matplotlib.ticker.MaxNLocator(integer=True))
     ax.set_ylabel("validation perplexity")
     ax.set_title("validation perplexity per epoch")
     ax.legend(fontsize=8)
