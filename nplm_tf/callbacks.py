@@ -76,27 +76,43 @@ class ValidationRecorder(keras.callbacks.Callback):
             self._batch_nll = evaluate_lib.nll_function(self.model)
         valid = evaluate_lib.score(self.model, self.valid_dataset, self.unk_id, batch_nll=self._batch_nll)
         logs["val_perplexity"] = valid.perplexity
-        history = read_history(self.model_dir)
-        others = [h["valid_perplexity"] for e, h in history.items() if e != epoch]
-        if not others or valid.perplexity < min(others):
-            path = os.path.join(self.model_dir, BEST_WEIGHTS)
-            tmp = path.replace(".weights.h5", ".tmp.weights.h5")
-            self.model.save_weights(tmp)
-            os.replace(tmp, path)
-        history[epoch] = {
+        record_epoch(self.model_dir, self.model, epoch, {
             "epoch": epoch + 1,
             "train_loss": float(logs.get("loss", float("nan"))),
             "valid_perplexity": valid.perplexity,
             "seconds": seconds,
             "tokens_per_second": self.train_tokens / seconds,
             "learning_rate": float(keras.ops.convert_to_numpy(self.model.optimizer.learning_rate)),
-        }
-        write_json(os.path.join(self.model_dir, HISTORY_FILE), {str(k): v for k, v in sorted(history.items())})
+        })
         print(
             f"epoch {epoch + 1}: valid perplexity {valid.perplexity:.2f}, "
             f"{self.train_tokens / seconds:,.0f} tokens/s",
             flush=True,
         )
+
+
+def record_epoch(model_dir: str, model: keras.Model, epoch: int, record: dict) -> None:
+    """Saves the weights if this epoch is the best so far, then its history entry (keyed by epoch)."""
+    history = read_history(model_dir)
+    others = [h["valid_perplexity"] for e, h in history.items() if e != epoch]
+    if not others or record["valid_perplexity"] < min(others):
+        path = os.path.join(model_dir, BEST_WEIGHTS)
+        tmp = path.replace(".weights.h5", ".tmp.weights.h5")
+        model.save_weights(tmp)
+        os.replace(tmp, path)
+    history[epoch] = record
+    write_json(os.path.join(model_dir, HISTORY_FILE), {str(k): v for k, v in sorted(history.items())})
+
+
+def patience_exhausted(valid_perplexities: list[float], patience: int) -> bool:
+    """Whether the last `patience` epochs brought no better validation perplexity (prints why)."""
+    if not valid_perplexities:
+        return False
+    best = min(range(len(valid_perplexities)), key=valid_perplexities.__getitem__)
+    if len(valid_perplexities) - 1 - best >= patience:
+        print(f"stopping early: no better valid perplexity for {patience} epochs", flush=True)
+        return True
+    return False
 
 
 class ResumableEarlyStopping(keras.callbacks.Callback):
@@ -114,8 +130,5 @@ class ResumableEarlyStopping(keras.callbacks.Callback):
     def on_epoch_end(self, epoch, logs=None):
         history = read_history(self.model_dir)
         done = [history[e]["valid_perplexity"] for e in sorted(history) if e <= epoch]
-        best = min(range(len(done)), key=done.__getitem__)
-        if len(done) - 1 - best >= self.patience:
-            print(f"stopping early: no better valid perplexity for {self.patience} epochs", flush=True)
+        if patience_exhausted(done, self.patience):
             self.model.stop_training = True
-

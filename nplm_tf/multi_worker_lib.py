@@ -90,7 +90,7 @@ def train_multi_worker(config: Config, model_dir: str, corpus: corpus_lib.Corpus
     # Every worker computes the same validation perplexities; none waits on the chief's files.
     valid_history = [h["valid_perplexity"] for e, h in sorted(callbacks_lib.read_history(model_dir).items()) if e < first]
     for epoch in range(first, config.epochs):
-        if _stopped_early(valid_history, config.patience):
+        if callbacks_lib.patience_exhausted(valid_history, config.patience):
             break
         start = time.perf_counter()
         iterator = distributed_train_dataset(config, data, corpus, epoch, steps, strategy)
@@ -107,7 +107,7 @@ def train_multi_worker(config: Config, model_dir: str, corpus: corpus_lib.Corpus
                   "learning_rate": float(keras.ops.convert_to_numpy(optimizer.learning_rate))}
         valid_history.append(valid.perplexity)
         if chief:
-            _record(model_dir, model, epoch, record)
+            callbacks_lib.record_epoch(model_dir, model, epoch, record)
             print(f"epoch {epoch + 1}: valid perplexity {valid.perplexity:.2f}, "
                   f"{record['tokens_per_second']:,.0f} tokens/s", flush=True)
         epoch_done.assign(epoch + 1)
@@ -167,30 +167,6 @@ def make_train_steps(model, optimizer, strategy: tf.distribute.Strategy, config:
 def distributed_train_dataset(config: Config, data: train_lib.Data, corpus: corpus_lib.Corpus, epoch: int,
                               steps: int, strategy: tf.distribute.Strategy):
     return iter(strategy.experimental_distribute_dataset(_train_dataset(config, data, corpus, epoch, steps)))
-
-
-def _record(model_dir, model, epoch, record):
-    """As `callbacks.ValidationRecorder`: best weights first, then the history entry naming them."""
-    history = callbacks_lib.read_history(model_dir)
-    others = [h["valid_perplexity"] for e, h in history.items() if e != epoch]
-    if not others or record["valid_perplexity"] < min(others):
-        path = os.path.join(model_dir, callbacks_lib.BEST_WEIGHTS)
-        tmp = path.replace(".weights.h5", ".tmp.weights.h5")
-        model.save_weights(tmp)
-        os.replace(tmp, path)
-    history[epoch] = record
-    callbacks_lib.write_json(os.path.join(model_dir, callbacks_lib.HISTORY_FILE),
-                             {str(k): v for k, v in sorted(history.items())})
-
-
-def _stopped_early(done: list[float], patience: int) -> bool:
-    if not done:
-        return False
-    best = min(range(len(done)), key=done.__getitem__)
-    if len(done) - 1 - best >= patience:
-        print(f"stopping early: no better valid perplexity for {patience} epochs", flush=True)
-        return True
-    return False
 
 
 def _barrier(strategy: tf.distribute.Strategy) -> None:
