@@ -10,6 +10,7 @@ import keras
 import tensorflow as tf
 
 from nplm_tf import evaluate_lib
+from nplm_tf.config import ConfigError
 
 HISTORY_FILE = "history.json"
 BEST_WEIGHTS = "best.weights.h5"
@@ -132,3 +133,55 @@ class ResumableEarlyStopping(keras.callbacks.Callback):
         done = [history[e]["valid_perplexity"] for e in sorted(history) if e <= epoch]
         if patience_exhausted(done, self.patience):
             self.model.stop_training = True
+
+
+BACKUP_STATE = "state.json"
+
+
+class EpochBackup(keras.callbacks.Callback):
+    """Saves weights and optimizer state after every epoch, atomically, keeping two generations.
+
+    Each epoch's state goes to `backup/epoch-NNNN.weights.h5` (written under a
+    temporary name, then renamed), and only then does `backup/state.json` name
+    it, so an interrupt or a kill at any instant leaves a complete pair behind:
+    the file the state names and the one before it. (Keras's BackupAndRestore
+    writes its weights file in place; a Ctrl-C during that write left a file
+    that could not be loaded.) `restore_backup` reads it back.
+    """
+
+    def __init__(self, backup_dir: str):
+        super().__init__()
+        self.backup_dir = backup_dir
+
+    def on_epoch_end(self, epoch, logs=None):
+        os.makedirs(self.backup_dir, exist_ok=True)
+        name = f"epoch-{epoch + 1:04d}.weights.h5"
+        tmp = os.path.join(self.backup_dir, "saving.tmp.weights.h5")
+        self.model.save_weights(tmp)
+        os.replace(tmp, os.path.join(self.backup_dir, name))
+        state_path = os.path.join(self.backup_dir, BACKUP_STATE)
+        previous = read_json(state_path)["generations"][:1] if os.path.isfile(state_path) else []
+        generations = [{"epoch": epoch + 1, "weights": name}] + [g for g in previous if g["weights"] != name]
+        write_json(state_path, {"generations": generations})
+        keep = {g["weights"] for g in generations}
+        for f in os.listdir(self.backup_dir):
+            if f.startswith("epoch-") and f not in keep:
+                os.remove(os.path.join(self.backup_dir, f))
+
+
+def restore_backup(model: keras.Model, backup_dir: str) -> int:
+    """Loads the newest loadable generation `EpochBackup` wrote; returns its epoch count (0: none)."""
+    state_path = os.path.join(backup_dir, BACKUP_STATE)
+    if not os.path.isfile(state_path):
+        return 0
+    if not model.optimizer.built:  # its variables (iterations, slots) must exist to be loaded
+        model.optimizer.build(model.trainable_variables)
+    failures = []
+    for generation in read_json(state_path)["generations"]:
+        try:
+            model.load_weights(os.path.join(backup_dir, generation["weights"]))
+            return generation["epoch"]
+        except (OSError, ValueError) as e:  # truncated or damaged on disk: try the one before
+            failures.append(f"{generation['weights']}: {str(e).splitlines()[0]}")
+    raise ConfigError(f"no backup in {backup_dir} could be loaded ({'; '.join(failures)}); "
+                  "delete that directory to retrain from scratch.")

@@ -9,7 +9,7 @@ training on the same global batches.
 
 The run directory is the one `train_lib` writes (config.json, vocab.tsv,
 history.json, best.weights.h5, model.keras, export/, metrics.json), with
-checkpoints/ (model, optimizer, epoch) instead of Keras's backup/. Only the
+checkpoints/ (model, optimizer, epoch) instead of backup/. Only the
 chief writes; the other workers write their share of each checkpoint to a
 scratch directory and delete it. The directory must be visible to every
 worker (one machine, or a shared filesystem). Killing any worker and

@@ -1,7 +1,7 @@
 """train_and_evaluate(config, model_dir, corpus): the whole run, resumable.
 
 The model directory holds everything a run writes: config.json, vocab.tsv,
-history.json, the best-by-validation weights, the BackupAndRestore state,
+history.json, the best-by-validation weights, the per-epoch backup (weights + optimizer),
 TensorBoard logs, model.keras, the SavedModel (export/<version>) and, last,
 metrics.json. Re-running the same
 command resumes from the last finished epoch with the optimizer state.
@@ -28,6 +28,7 @@ from pipelines import windows
 # What the run directory holds, and loading it back, live in run_dir (export uses them too).
 CONFIG_FILE, METRICS_FILE, KERAS_FILE = run_dir.CONFIG_FILE, run_dir.METRICS_FILE, run_dir.KERAS_FILE
 load_trained, read_metrics = run_dir.load_trained, run_dir.read_metrics
+BACKUP_DIR = "backup"
 EVAL_BATCH_SIZE = 1024
 # Steps per tf.function call: amortizes Keras's per-step Python cost on one
 # replica. Under MirroredStrategy, Keras 3.15's multi-step loop fails ("You
@@ -154,15 +155,14 @@ def train_and_evaluate(
         callbacks_lib.ValidationRecorder(model_dir, valid_ds, data.tokens["train"], data.vocab.unk_id),
         callbacks_lib.ResumableEarlyStopping(model_dir, config.patience),
         keras.callbacks.TensorBoard(os.path.join(model_dir, "logs"), write_graph=False, profile_batch=0),
-        # double_checkpoint: a kill -9 during a save leaves a truncated file;
-        # Keras then falls back to the previous epoch's copy.
-        keras.callbacks.BackupAndRestore(
-            os.path.join(model_dir, "backup"), delete_checkpoint=False, double_checkpoint=True
-        ),
+        callbacks_lib.EpochBackup(os.path.join(model_dir, BACKUP_DIR)),
         *extra_callbacks,
     ]
+    with strategy.scope():
+        initial_epoch = callbacks_lib.restore_backup(model, os.path.join(model_dir, BACKUP_DIR))
     # shuffle=False: the dataset already shuffles, as a function of the epoch.
-    model.fit(train_ds, epochs=config.epochs, callbacks=callbacks, verbose=verbose, shuffle=False)
+    model.fit(train_ds, epochs=config.epochs, initial_epoch=initial_epoch, callbacks=callbacks, verbose=verbose,
+              shuffle=False)
 
     model.load_weights(os.path.join(model_dir, callbacks_lib.BEST_WEIGHTS))
     metrics = evaluate_all(model, data, corpus, config)

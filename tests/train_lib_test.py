@@ -66,15 +66,20 @@ def test_resume_after_interruption_matches_uninterrupted_run(tmp_path, dropout):
 
 
 def test_resume_survives_a_truncated_backup(tmp_path):
-    """A kill -9 during a save truncates the latest backup; the previous one is used."""
+    """A damaged newest backup falls back to the generation before it (and a half-written save is ignored)."""
     corpus = files_corpus(tmp_path)
     config = helpers.tiny_config(epochs=4)
     straight = train_lib.train_and_evaluate(config, str(tmp_path / "a"), corpus, verbose=0)
     with pytest.raises(KeyboardInterrupt):
         train_lib.train_and_evaluate(config, str(tmp_path / "b"), corpus, verbose=0,
                                      extra_callbacks=[Interrupt(epoch=3, batch=0)])
-    latest = tmp_path / "b" / "backup" / "latest.weights.h5"
+    backup = tmp_path / "b" / "backup"
+    generations = json.loads((backup / "state.json").read_text())["generations"]
+    assert [g["epoch"] for g in generations] == [3, 2]
+    assert sorted(f for f in os.listdir(backup) if f.startswith("epoch-")) == [g["weights"] for g in generations[::-1]]
+    latest = backup / generations[0]["weights"]
     latest.write_bytes(latest.read_bytes()[:96])
+    (backup / "saving.tmp.weights.h5").write_bytes(b"half")  # what an interrupted save leaves: never read
     resumed = train_lib.train_and_evaluate(config, str(tmp_path / "b"), corpus, verbose=0)
     assert resumed["test_perplexity"] == pytest.approx(straight["test_perplexity"], rel=1e-4)
 
@@ -113,3 +118,41 @@ def test_learning_rate_follows_the_papers_schedule():
     schedule = model_lib.learning_rate(helpers.tiny_config(learning_rate=0.5, lr_decay=0.25))
     for t in (0, 1, 4, 100):
         assert float(schedule(t)) == pytest.approx(0.5 / (1 + 0.25 * t), rel=1e-6)
+
+
+def test_interrupt_during_a_backup_save_keeps_the_last_complete_one(tmp_path, monkeypatch):
+    """Ctrl-C while the weights file is being written (the race CI once hit) loses one epoch, never the run."""
+    model = keras.Sequential([keras.Input((3,)), keras.layers.Dense(2)])
+    model.compile(optimizer=keras.optimizers.SGD(0.1), loss="mse")
+    x, y = np.ones((8, 3), np.float32), np.zeros((8, 2), np.float32)
+    backup_dir = str(tmp_path / "backup")
+    model.fit(x, y, epochs=1, verbose=0, callbacks=[callbacks_lib.EpochBackup(backup_dir)])
+    saved = [w.copy() for w in model.get_weights()]
+
+    def half_written(path, *args, **kwargs):
+        with open(path, "wb") as f:
+            f.write(b"\x89HDF\r\n")
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(model, "save_weights", half_written)
+    with pytest.raises(KeyboardInterrupt):
+        model.fit(x, y, epochs=2, initial_epoch=1, verbose=0, callbacks=[callbacks_lib.EpochBackup(backup_dir)])
+    monkeypatch.undo()
+
+    fresh = keras.Sequential([keras.Input((3,)), keras.layers.Dense(2)])
+    fresh.compile(optimizer=keras.optimizers.SGD(0.1), loss="mse")
+    assert callbacks_lib.restore_backup(fresh, backup_dir) == 1
+    for a, b in zip(fresh.get_weights(), saved):
+        np.testing.assert_array_equal(a, b)
+    assert int(fresh.optimizer.iterations.numpy()) == 1
+
+
+def test_unloadable_backup_is_one_clear_error(tmp_path):
+    model = keras.Sequential([keras.Input((3,)), keras.layers.Dense(2)])
+    model.compile(optimizer="sgd", loss="mse")
+    backup_dir = tmp_path / "backup"
+    backup_dir.mkdir()
+    (backup_dir / "epoch-0001.weights.h5").write_bytes(b"junk")
+    (backup_dir / "state.json").write_text('{"generations": [{"epoch": 1, "weights": "epoch-0001.weights.h5"}]}')
+    with pytest.raises(ConfigError, match="delete that directory to retrain from scratch"):
+        callbacks_lib.restore_backup(model, str(backup_dir))
