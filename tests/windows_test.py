@@ -75,3 +75,11 @@ def test_split_window_reverses_context():
 @pytest.mark.parametrize("tokens,batch,expected", [(10, 4, 3), (8, 4, 2), (1, 256, 1)])
 def test_num_batches(tokens, batch, expected):
     assert windows.num_batches(tokens, batch) == expected
+
+
+def test_autotuning_is_off_so_iterators_close_at_once():
+    """Autotuning's model thread made each iterator's destruction wait ~8 s (benchmarks/throughput.py)."""
+    _, _, ds = all_windows(["a b c"], order=2)
+    _, _, sds = all_windows(["a b c"], order=2, shuffle=True, epoch=tf.Variable(0, dtype=tf.int64))
+    assert ds.options().autotune.enabled is False
+    assert sds.options().autotune.enabled is False
