@@ -13,11 +13,12 @@ prints predicted tokens per second; the script prints one JSON line with the
 
 import json
 import os
-import socket
 import subprocess
 import sys
 
 from absl import app, flags
+
+from nplm_tf import cli
 
 WORKERS = flags.DEFINE_integer("workers", 2, "Workers (one core each) to compare with one.")
 STEPS = flags.DEFINE_integer("steps", 160, "Timed training steps (global batches).")
@@ -32,7 +33,7 @@ def worker_main():
 
     import tensorflow as tf
 
-    from nplm_tf import cli, multi_worker_lib, train_lib
+    from nplm_tf import multi_worker_lib, train_lib
     from nplm_tf.config import Config
     from pipelines import corpus as corpus_lib
 
@@ -55,18 +56,8 @@ def worker_main():
         print(json.dumps({"tokens_per_second": tokens / seconds, "seconds": seconds}), flush=True)
 
 
-def free_ports(n):
-    sockets = [socket.socket() for _ in range(n)]
-    for s in sockets:
-        s.bind(("127.0.0.1", 0))
-    ports = [s.getsockname()[1] for s in sockets]
-    for s in sockets:
-        s.close()
-    return ports
-
-
 def launch(workers: int) -> float:
-    cluster = [f"127.0.0.1:{p}" for p in free_ports(workers)]
+    cluster = [f"127.0.0.1:{p}" for p in cli.loopback_ports(workers)]
     procs = []
     for index in range(workers):
         env = dict(os.environ, TF_NUM_INTRAOP_THREADS="1", TF_NUM_INTEROP_THREADS=str(INTEROP.value),

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import socket
 import sys
 from collections.abc import Callable
 
@@ -78,3 +79,15 @@ def make_strategy(name: str, num_cpu_devices: int = 1):
         devices = [d.name for d in gpus] or [d.name for d in tf.config.list_logical_devices("CPU")][:num_cpu_devices]
         return tf.distribute.MirroredStrategy(devices=devices)
     raise ConfigError(f"strategy={name!r} must be 'default', 'mirrored' or 'multi_worker'.")
+
+
+def loopback_ports(n: int) -> list[int]:
+    """n distinct free TCP ports on 127.0.0.1, for a local cluster (tests, benchmarks, trying it out)."""
+    sockets = [socket.socket() for _ in range(n)]
+    try:
+        for s in sockets:
+            s.bind(("127.0.0.1", 0))
+        return [s.getsockname()[1] for s in sockets]
+    finally:
+        for s in sockets:
+            s.close()

@@ -4,13 +4,13 @@ import glob
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
 
 import pytest
 
+from nplm_tf import cli
 from tests import helpers
 
 TINY = ["--order=3", "--feature_dim=8", "--hidden_dim=16", "--min_count=1", "--batch_size=16",
@@ -24,18 +24,8 @@ def corpus(tmp_path_factory):
             f"--test_files={paths['test']}"]
 
 
-def ports(n):
-    sockets = [socket.socket() for _ in range(n)]
-    for s in sockets:
-        s.bind(("127.0.0.1", 0))
-    found = [s.getsockname()[1] for s in sockets]
-    for s in sockets:
-        s.close()
-    return found
-
-
 def start_workers(model_dir, epochs, corpus, cluster=None):
-    cluster = cluster or [f"127.0.0.1:{p}" for p in ports(2)]
+    cluster = cluster or [f"127.0.0.1:{p}" for p in cli.loopback_ports(2)]
     procs = []
     for index in range(len(cluster)):
         tf_config = json.dumps({"cluster": {"worker": cluster}, "task": {"type": "worker", "index": index}})
