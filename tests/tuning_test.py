@@ -4,7 +4,6 @@ import glob
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -12,6 +11,7 @@ import time
 import keras_tuner
 import pytest
 
+from nplm_tf import cli
 from nplm_tf.config import Config
 from tests import helpers
 from tuning import hypermodel as hypermodel_lib
@@ -79,16 +79,10 @@ def test_random_search_under_mirrored_strategy_writes_results_and_resumes(corpus
     assert metrics["config"]["hidden_dim"] == best.hidden_dim and metrics["config"]["feature_dim"] == best.feature_dim
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def test_chief_and_worker_finish_a_search_and_a_killed_worker_loses_nothing(corpus, tmp_path):
     out = str(tmp_path / "dist")
     env = dict(os.environ, NLTK_DATA=helpers.SHARED_NLTK, KERASTUNER_ORACLE_IP="127.0.0.1",
-               KERASTUNER_ORACLE_PORT=str(free_port()))
+               KERASTUNER_ORACLE_PORT=str(cli.loopback_ports(1)[0]))
     cmd = [sys.executable, "-m", "tuning.search", f"--output_dir={out}", "--max_trials=3", "--epochs_per_trial=1",
            "--num_cpu_devices=1", *corpus]
 
@@ -122,3 +116,20 @@ def test_chief_and_worker_finish_a_search_and_a_killed_worker_loses_nothing(corp
     assert chief_report["best_trial"] == worker_report["best_trial"]
     assert chief_report["trials"] == 3
     assert os.path.getmtime(first) == stamp  # the finished trial was not trained again
+
+
+@pytest.mark.parametrize("flag,message", [
+    ("--max_trials=0", "max_trials=0 and epochs_per_trial=2 must be at least 1"),
+    ("--epochs_per_trial=0", "epochs_per_trial=0 must be at least 1"),
+    ("--num_cpu_devices=0", "num_cpu_devices=0 must be at least 1"),
+])
+def test_bad_flags_are_one_sentence_and_leave_the_output_alone(flag, message, corpus, tmp_path):
+    out = tmp_path / "search"
+    out.mkdir()
+    (out / "results.md").write_text("earlier results\n")
+    result = helpers.run_binary("tuning.search", f"--output_dir={out}", *corpus, flag)
+    assert result.returncode != 0
+    assert "Traceback" not in result.stderr
+    errors = helpers.error_lines(result.stderr)
+    assert len(errors) == 1 and message in errors[0], result.stderr[-2000:]
+    assert (out / "results.md").read_text() == "earlier results\n"
