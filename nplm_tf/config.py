@@ -83,8 +83,12 @@ class Config:
                 values = json.load(f)
         except FileNotFoundError:
             raise ConfigError(f"config file {path} does not exist.") from None
+        except UnicodeDecodeError:
+            raise ConfigError(f"config file {path} is not UTF-8 text.") from None
         except json.JSONDecodeError as e:
             raise ConfigError(f"config file {path} is not valid JSON ({e}).") from None
+        if not isinstance(values, dict):
+            raise ConfigError(f"config file {path} must hold one JSON object of settings, not {type(values).__name__}.")
         return cls.from_dict(values)
 
     def replace(self, **changes: Any) -> "Config":

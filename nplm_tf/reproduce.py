@@ -9,7 +9,6 @@ the interpolated trigram and Kneser-Ney 3/4/5, and writes OUTPUT/table.md,
 table.json and curves.png. Run it again to resume: finished rows are kept.
 """
 
-import dataclasses
 import json
 import sys
 import time
@@ -31,8 +30,8 @@ def main(argv):
 
     start = time.perf_counter()
     base = Config.from_json(CONFIG_JSON.value) if CONFIG_JSON.value else Config()
-    epochs = EPOCHS.value or (1 if QUICK.value else base.epochs)
-    base = dataclasses.replace(base, epochs=epochs)
+    epochs = EPOCHS.value if EPOCHS.value is not None else (1 if QUICK.value else base.epochs)
+    base = base.replace(epochs=epochs)  # validated: --epochs=0 is an error, not the default
     corpus = corpus_flags.corpus_from_flags()
     ngrams = [reproduce_lib.ngram_row(OUTPUT.value, corpus, base, spec) for spec in reproduce_lib.NGRAMS
               if not QUICK.value or spec[1] in ("interp3", "kn3", "kn5")]

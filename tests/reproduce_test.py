@@ -3,6 +3,8 @@
 import json
 import os
 
+import pytest
+
 from nplm_tf import reproduce_lib
 from tests import helpers
 
@@ -42,3 +44,34 @@ def test_the_rows_are_the_papers_shapes():
     shapes = {r.name: (r.order, r.hidden_dim, r.feature_dim, r.direct) for r in reproduce_lib.ROWS}
     assert shapes == {"MLP1": (5, 50, 60, True), "MLP3": (5, 0, 60, True), "MLP5": (5, 50, 30, True),
                       "MLP7": (3, 50, 30, True), "MLP9": (5, 100, 30, False)}
+
+
+@pytest.mark.parametrize("case", ["zero_epochs", "config_not_utf8", "config_not_object", "missing_train"])
+def test_bad_input_is_one_sentence_and_leaves_the_output_alone(case, tmp_path):
+    paths = helpers.tiny_corpus_files(tmp_path, train=20, valid=5, test=5)
+    config = tmp_path / "base.json"
+    config.write_text(json.dumps(helpers.tiny_config().to_dict()))
+    out = tmp_path / "table1"
+    out.mkdir()
+    (out / "table.md").write_text("an earlier table\n")
+    corpus = ["--corpus=files", f"--train_files={paths['train']}", f"--valid_files={paths['valid']}",
+              f"--test_files={paths['test']}"]
+    flags, message = {
+        "zero_epochs": (["--epochs=0"], "epochs=0 must be at least 1"),
+        "config_not_utf8": (["--config_json=" + _write(tmp_path / "c.json", b"{\"order\": \xff}")], "is not UTF-8"),
+        "config_not_object": (["--config_json=" + _write(tmp_path / "list.json", b"[5]")], "one JSON object"),
+        "missing_train": (["--train_files=" + str(tmp_path / "nowhere.txt")], "nowhere.txt"),
+    }[case]
+    if case != "config_not_utf8" and case != "config_not_object":
+        flags = [f"--config_json={config}", *flags]
+    result = helpers.run_binary("nplm_tf.reproduce", f"--output={out}", "--quick", *corpus, *flags)
+    assert result.returncode != 0
+    assert "Traceback" not in result.stderr
+    errors = helpers.error_lines(result.stderr)
+    assert len(errors) == 1 and message in errors[0], result.stderr[-2000:]
+    assert (out / "table.md").read_text() == "an earlier table\n"
+
+
+def _write(path, data: bytes) -> str:
+    path.write_bytes(data)
+    return str(path)
