@@ -26,7 +26,7 @@ import keras
 import tensorflow as tf
 
 from nplm_tf import callbacks as callbacks_lib
-from nplm_tf import evaluate_lib, export_lib, run_dir, train_lib
+from nplm_tf import evaluate_lib, train_lib
 from nplm_tf import model as model_lib
 from nplm_tf.config import Config
 from pipelines import corpus as corpus_lib
@@ -59,10 +59,8 @@ def train_multi_worker(config: Config, model_dir: str, corpus: corpus_lib.Corpus
     chief = is_chief(strategy)
     if chief:
         train_lib.check_model_dir(config, model_dir)
-    finished = run_dir.read_metrics(model_dir)
-    if finished is not None and not Config.from_dict(finished["config"]).differences(config) \
-            and finished["config"]["epochs"] >= config.epochs:
-        print(f"{model_dir} already holds a finished run with this config; metrics unchanged.", flush=True)
+    finished = train_lib.finished_metrics(config, model_dir)
+    if finished is not None:
         return finished
     data = train_lib.prepare_data(config, corpus, model_dir if chief else None)
     replicas = strategy.num_replicas_in_sync
@@ -116,17 +114,7 @@ def train_multi_worker(config: Config, model_dir: str, corpus: corpus_lib.Corpus
         shutil.rmtree(scratch, ignore_errors=True)
     _barrier(strategy)  # the chief has written the best weights
 
-    model.load_weights(os.path.join(model_dir, callbacks_lib.BEST_WEIGHTS))
-    metrics = train_lib.evaluate_all(model, data, corpus, config)
-    metrics["epochs"] = list(callbacks_lib.read_history(model_dir).values())
-    metrics["train_seconds"] = sum(e["seconds"] for e in metrics["epochs"])
-    metrics["best_epoch"] = min(metrics["epochs"], key=lambda e: e["valid_perplexity"])["epoch"]
-    metrics["workers"] = replicas
-    if chief:
-        model.save(os.path.join(model_dir, run_dir.KERAS_FILE))
-        metrics["export"] = export_lib.export(model_dir)
-        callbacks_lib.write_json(os.path.join(model_dir, run_dir.METRICS_FILE), metrics)
-    return metrics
+    return train_lib.finish_run(model, data, corpus, config, model_dir, write=chief, extra={"workers": replicas})
 
 
 def build(config: Config, vocab_size: int, strategy: tf.distribute.Strategy):

@@ -126,12 +126,9 @@ def train_and_evaluate(
       export: also write the SavedModel (model_dir/export/<version>).
     """
     check_model_dir(config, model_dir)
-    finished = read_metrics(model_dir)
+    finished = finished_metrics(config, model_dir)
     if finished is not None:
-        done = Config.from_dict(finished["config"])
-        if not done.differences(config) and done.epochs >= config.epochs:
-            print(f"{model_dir} already holds a finished run with this config; metrics unchanged.", flush=True)
-            return finished
+        return finished
     data = prepare_data(config, corpus, model_dir)
     strategy = strategy or tf.distribute.get_strategy()
     keras.utils.set_random_seed(config.seed)
@@ -164,15 +161,38 @@ def train_and_evaluate(
     model.fit(train_ds, epochs=config.epochs, initial_epoch=initial_epoch, callbacks=callbacks, verbose=verbose,
               shuffle=False)
 
+    return finish_run(model, data, corpus, config, model_dir, export=export)
+
+
+def finished_metrics(config: Config, model_dir: str) -> dict | None:
+    """The metrics of a run in `model_dir` that finished with this config and at least these epochs, else None."""
+    finished = read_metrics(model_dir)
+    if finished is None:
+        return None
+    done = Config.from_dict(finished["config"])
+    if done.differences(config) or done.epochs < config.epochs:
+        return None
+    print(f"{model_dir} already holds a finished run with this config; metrics unchanged.", flush=True)
+    return finished
+
+
+def finish_run(model: keras.Model, data: Data, corpus: corpus_lib.Corpus, config: Config, model_dir: str, *,
+               export: bool = True, write: bool = True, extra: dict | None = None) -> dict:
+    """The end of every run: the best weights back, exact valid/test perplexity, then (if `write`)
+    model.keras, the SavedModel and, last, metrics.json. Returns the metrics."""
     model.load_weights(os.path.join(model_dir, callbacks_lib.BEST_WEIGHTS))
     metrics = evaluate_all(model, data, corpus, config)
     metrics["epochs"] = list(callbacks_lib.read_history(model_dir).values())
     metrics["train_seconds"] = sum(e["seconds"] for e in metrics["epochs"])
     metrics["best_epoch"] = min(metrics["epochs"], key=lambda e: e["valid_perplexity"])["epoch"]
-    model.save(os.path.join(model_dir, KERAS_FILE))
-    if export:
-        metrics["export"] = export_lib.export(model_dir)  # a new version each time training extends the run
-    callbacks_lib.write_json(os.path.join(model_dir, METRICS_FILE), metrics)
+    metrics.update(extra or {})
+    if write:
+        path = os.path.join(model_dir, KERAS_FILE)
+        model.save(path.replace(".keras", ".tmp.keras"))
+        os.replace(path.replace(".keras", ".tmp.keras"), path)
+        if export:
+            metrics["export"] = export_lib.export(model_dir)  # a new version each time training extends the run
+        callbacks_lib.write_json(os.path.join(model_dir, METRICS_FILE), metrics)
     return metrics
 
 
