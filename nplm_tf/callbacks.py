@@ -172,12 +172,16 @@ class EpochBackup(keras.callbacks.Callback):
 def restore_backup(model: keras.Model, backup_dir: str) -> int:
     """Loads the newest loadable generation `EpochBackup` wrote; returns its epoch count (0: none)."""
     state_path = os.path.join(backup_dir, BACKUP_STATE)
-    if not os.path.isfile(state_path):
-        return 0
+    if os.path.isfile(state_path):
+        generations = read_json(state_path)["generations"]
+    else:
+        generations = _keras_backup_generations(backup_dir)
+        if not generations:
+            return 0
     if not model.optimizer.built:  # its variables (iterations, slots) must exist to be loaded
         model.optimizer.build(model.trainable_variables)
     failures = []
-    for generation in read_json(state_path)["generations"]:
+    for generation in generations:
         try:
             model.load_weights(os.path.join(backup_dir, generation["weights"]))
             return generation["epoch"]
@@ -185,3 +189,14 @@ def restore_backup(model: keras.Model, backup_dir: str) -> int:
             failures.append(f"{generation['weights']}: {str(e).splitlines()[0]}")
     raise ConfigError(f"no backup in {backup_dir} could be loaded ({'; '.join(failures)}); "
                   "delete that directory to retrain from scratch.")
+
+
+def _keras_backup_generations(backup_dir: str) -> list[dict]:
+    """What keras.callbacks.BackupAndRestore left (runs from before EpochBackup), newest first."""
+    found = []
+    for suffix in ("", ".bkp"):
+        weights = os.path.join(backup_dir, "latest.weights.h5" + suffix)
+        metadata = os.path.join(backup_dir, "training_metadata.json" + suffix)
+        if os.path.isfile(weights) and os.path.isfile(metadata):
+            found.append({"epoch": read_json(metadata)["epoch"], "weights": os.path.basename(weights)})
+    return found

@@ -156,3 +156,18 @@ def test_unloadable_backup_is_one_clear_error(tmp_path):
     (backup_dir / "state.json").write_text('{"generations": [{"epoch": 1, "weights": "epoch-0001.weights.h5"}]}')
     with pytest.raises(ConfigError, match="delete that directory to retrain from scratch"):
         callbacks_lib.restore_backup(model, str(backup_dir))
+
+
+def test_a_run_backed_up_by_keras_backup_and_restore_still_resumes(tmp_path):
+    """Model directories from before EpochBackup hold Keras's backup files; they resume, not restart."""
+    model = keras.Sequential([keras.Input((3,)), keras.layers.Dense(2)])
+    model.compile(optimizer=keras.optimizers.SGD(0.1), loss="mse")
+    x, y = np.ones((8, 3), np.float32), np.zeros((8, 2), np.float32)
+    backup_dir = str(tmp_path / "backup")
+    model.fit(x, y, epochs=2, verbose=0,
+              callbacks=[keras.callbacks.BackupAndRestore(backup_dir, delete_checkpoint=False, double_checkpoint=True)])
+    fresh = keras.Sequential([keras.Input((3,)), keras.layers.Dense(2)])
+    fresh.compile(optimizer=keras.optimizers.SGD(0.1), loss="mse")
+    assert callbacks_lib.restore_backup(fresh, backup_dir) == 2
+    for a, b in zip(fresh.get_weights(), model.get_weights()):
+        np.testing.assert_array_equal(a, b)
