@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import time
+from collections.abc import Callable
 
 import keras
 import tensorflow as tf
@@ -16,13 +17,26 @@ HISTORY_FILE = "history.json"
 BEST_WEIGHTS = "best.weights.h5"
 
 
+def replace_atomically(path: str, write: Callable[[str], None]) -> None:
+    """Calls `write(tmp)` for a temporary name beside `path`, then renames it to `path`.
+
+    A crash or Ctrl-C never leaves a half-written `path`. The temporary name
+    keeps the file's suffix, which Keras checks (`.weights.h5`, `.keras`).
+    """
+    directory, name = os.path.split(path)
+    tmp = os.path.join(directory, ".tmp-" + name)
+    write(tmp)
+    os.replace(tmp, path)
+
+
 def write_json(path: str, value) -> None:
     """Writes atomically: a crash never leaves a half-written file behind."""
-    tmp = path + ".tmp"
-    with open(tmp, "w", encoding="utf-8") as f:
-        json.dump(value, f, indent=2, sort_keys=True)
-        f.write("\n")
-    os.replace(tmp, path)
+    def write(tmp: str) -> None:
+        with open(tmp, "w", encoding="utf-8") as f:
+            json.dump(value, f, indent=2, sort_keys=True)
+            f.write("\n")
+
+    replace_atomically(path, write)
 
 
 def read_json(path: str):
@@ -97,10 +111,7 @@ def record_epoch(model_dir: str, model: keras.Model, epoch: int, record: dict) -
     history = read_history(model_dir)
     others = [h["valid_perplexity"] for e, h in history.items() if e != epoch]
     if not others or record["valid_perplexity"] < min(others):
-        path = os.path.join(model_dir, BEST_WEIGHTS)
-        tmp = path.replace(".weights.h5", ".tmp.weights.h5")
-        model.save_weights(tmp)
-        os.replace(tmp, path)
+        replace_atomically(os.path.join(model_dir, BEST_WEIGHTS), model.save_weights)
     history[epoch] = record
     write_json(os.path.join(model_dir, HISTORY_FILE), {str(k): v for k, v in sorted(history.items())})
 
@@ -141,8 +152,8 @@ BACKUP_STATE = "state.json"
 class EpochBackup(keras.callbacks.Callback):
     """Saves weights and optimizer state after every epoch, atomically, keeping two generations.
 
-    Each epoch's state goes to `backup/epoch-NNNN.weights.h5` (written under a
-    temporary name, then renamed), and only then does `backup/state.json` name
+    Each epoch's state goes to `backup/epoch-NNNN.weights.h5` (through
+    `replace_atomically`), and only then does `backup/state.json` name
     it, so an interrupt or a kill at any instant leaves a complete pair behind:
     the file the state names and the one before it. (Keras's BackupAndRestore
     writes its weights file in place; a Ctrl-C during that write left a file
@@ -156,9 +167,7 @@ class EpochBackup(keras.callbacks.Callback):
     def on_epoch_end(self, epoch, logs=None):
         os.makedirs(self.backup_dir, exist_ok=True)
         name = f"epoch-{epoch + 1:04d}.weights.h5"
-        tmp = os.path.join(self.backup_dir, "saving.tmp.weights.h5")
-        self.model.save_weights(tmp)
-        os.replace(tmp, os.path.join(self.backup_dir, name))
+        replace_atomically(os.path.join(self.backup_dir, name), self.model.save_weights)
         state_path = os.path.join(self.backup_dir, BACKUP_STATE)
         previous = read_json(state_path)["generations"][:1] if os.path.isfile(state_path) else []
         generations = [{"epoch": epoch + 1, "weights": name}] + [g for g in previous if g["weights"] != name]
@@ -188,7 +197,7 @@ def restore_backup(model: keras.Model, backup_dir: str) -> int:
         except (OSError, ValueError) as e:  # truncated or damaged on disk: try the one before
             failures.append(f"{generation['weights']}: {str(e).splitlines()[0]}")
     raise ConfigError(f"no backup in {backup_dir} could be loaded ({'; '.join(failures)}); "
-                  "delete that directory to retrain from scratch.")
+                      "delete that directory to retrain from scratch.")
 
 
 def _keras_backup_generations(backup_dir: str) -> list[dict]:

@@ -187,9 +187,7 @@ def finish_run(model: keras.Model, data: Data, corpus: corpus_lib.Corpus, config
     metrics["best_epoch"] = min(metrics["epochs"], key=lambda e: e["valid_perplexity"])["epoch"]
     metrics.update(extra or {})
     if write:
-        path = os.path.join(model_dir, KERAS_FILE)
-        model.save(path.replace(".keras", ".tmp.keras"))
-        os.replace(path.replace(".keras", ".tmp.keras"), path)
+        callbacks_lib.replace_atomically(os.path.join(model_dir, KERAS_FILE), model.save)
         if export:
             metrics["export"] = export_lib.export(model_dir)  # a new version each time training extends the run
         callbacks_lib.write_json(os.path.join(model_dir, METRICS_FILE), metrics)

@@ -46,9 +46,9 @@ def split_window(windows: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
 # destroying the iterator waits for that thread's next wake-up: measured here,
 # 6.5-8.8 s of idle CPU at the end of about half the `fit`/`evaluate` calls (a
 # new iterator every epoch and every scoring pass). With autotuning off,
-# AUTOTUNE parallelism means "one per core" and the stall is gone (0.00 s in
-# 6 of 6 runs); the pipeline still runs far ahead of training
-# (benchmarks/pipeline.py).
+# AUTOTUNE parallelism stays at the fixed value tf.data starts from and the
+# stall is gone (0.00 s in 6 of 6 runs); the pipeline still runs far ahead of
+# training (benchmarks/pipeline.py).
 _OPTIONS = tf.data.Options()
 _OPTIONS.autotune.enabled = False
 

@@ -79,7 +79,7 @@ def test_resume_survives_a_truncated_backup(tmp_path):
     assert sorted(f for f in os.listdir(backup) if f.startswith("epoch-")) == [g["weights"] for g in generations[::-1]]
     latest = backup / generations[0]["weights"]
     latest.write_bytes(latest.read_bytes()[:96])
-    (backup / "saving.tmp.weights.h5").write_bytes(b"half")  # what an interrupted save leaves: never read
+    (backup / ".tmp-epoch-0004.weights.h5").write_bytes(b"half")  # what an interrupted save leaves: never read
     resumed = train_lib.train_and_evaluate(config, str(tmp_path / "b"), corpus, verbose=0)
     assert resumed["test_perplexity"] == pytest.approx(straight["test_perplexity"], rel=1e-4)
 
