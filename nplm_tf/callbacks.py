@@ -5,28 +5,16 @@ from __future__ import annotations
 import json
 import os
 import time
-from collections.abc import Callable
 
 import keras
 import tensorflow as tf
 
 from nplm_tf import evaluate_lib
 from nplm_tf.config import ConfigError
+from pipelines import files
 
 HISTORY_FILE = "history.json"
 BEST_WEIGHTS = "best.weights.h5"
-
-
-def replace_atomically(path: str, write: Callable[[str], None]) -> None:
-    """Calls `write(tmp)` for a temporary name beside `path`, then renames it to `path`.
-
-    A crash or Ctrl-C never leaves a half-written `path`. The temporary name
-    keeps the file's suffix, which Keras checks (`.weights.h5`, `.keras`).
-    """
-    directory, name = os.path.split(path)
-    tmp = os.path.join(directory, ".tmp-" + name)
-    write(tmp)
-    os.replace(tmp, path)
 
 
 def write_json(path: str, value) -> None:
@@ -36,7 +24,7 @@ def write_json(path: str, value) -> None:
             json.dump(value, f, indent=2, sort_keys=True)
             f.write("\n")
 
-    replace_atomically(path, write)
+    files.replace_atomically(path, write)
 
 
 def read_json(path: str):
@@ -111,7 +99,7 @@ def record_epoch(model_dir: str, model: keras.Model, epoch: int, record: dict) -
     history = read_history(model_dir)
     others = [h["valid_perplexity"] for e, h in history.items() if e != epoch]
     if not others or record["valid_perplexity"] < min(others):
-        replace_atomically(os.path.join(model_dir, BEST_WEIGHTS), model.save_weights)
+        files.replace_atomically(os.path.join(model_dir, BEST_WEIGHTS), model.save_weights)
     history[epoch] = record
     write_json(os.path.join(model_dir, HISTORY_FILE), {str(k): v for k, v in sorted(history.items())})
 
@@ -153,7 +141,7 @@ class EpochBackup(keras.callbacks.Callback):
     """Saves weights and optimizer state after every epoch, atomically, keeping two generations.
 
     Each epoch's state goes to `backup/epoch-NNNN.weights.h5` (through
-    `replace_atomically`), and only then does `backup/state.json` name
+    `pipelines.files.replace_atomically`), and only then does `backup/state.json` name
     it, so an interrupt or a kill at any instant leaves a complete pair behind:
     the file the state names and the one before it. (Keras's BackupAndRestore
     writes its weights file in place; a Ctrl-C during that write left a file
@@ -167,7 +155,7 @@ class EpochBackup(keras.callbacks.Callback):
     def on_epoch_end(self, epoch, logs=None):
         os.makedirs(self.backup_dir, exist_ok=True)
         name = f"epoch-{epoch + 1:04d}.weights.h5"
-        replace_atomically(os.path.join(self.backup_dir, name), self.model.save_weights)
+        files.replace_atomically(os.path.join(self.backup_dir, name), self.model.save_weights)
         state_path = os.path.join(self.backup_dir, BACKUP_STATE)
         previous = read_json(state_path)["generations"][:1] if os.path.isfile(state_path) else []
         generations = [{"epoch": epoch + 1, "weights": name}] + [g for g in previous if g["weights"] != name]

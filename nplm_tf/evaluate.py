@@ -7,9 +7,9 @@ Prints one JSON line: perplexity, tokens, oov_rate. --per_token writes one line
 per predicted token: the token (as the vocabulary sees it), ln P and log10 P.
 """
 
+import contextlib
 import json
 import math
-import os
 
 from absl import flags
 
@@ -28,6 +28,7 @@ def main(argv):
 
     from nplm_tf import evaluate_lib, train_lib
     from pipelines import corpus as corpus_lib
+    from pipelines import files
 
     config, vocab, model = train_lib.load_trained(MODEL_DIR.value)
     if FILES.value:
@@ -36,21 +37,22 @@ def main(argv):
         split = corpus_flags.corpus_from_flags()[SPLIT.value]
     corpus_lib.check_split(split, order=1)
 
-    out = open(PER_TOKEN.value + ".tmp", "w", encoding="utf-8") if PER_TOKEN.value else None
     nll_parts = []  # kept for the mixture, so the split is scored once
+    with contextlib.ExitStack() as stack:
+        out = None
+        if PER_TOKEN.value:  # written under a temporary name, renamed once complete
+            out = stack.enter_context(open(stack.enter_context(files.atomic_output(PER_TOKEN.value)), "w",
+                                           encoding="utf-8"))
 
-    def on_batch(targets, nll):
-        if out:
-            for target, value in zip(targets, nll):
-                out.write(f"{vocab.words[target]}\t{-value:.6f}\t{-value / math.log(10):.6f}\n")
-        if NGRAM_DIR.value:
-            nll_parts.append(nll)
+        def on_batch(targets, nll):
+            if out:
+                for target, value in zip(targets, nll):
+                    out.write(f"{vocab.words[target]}\t{-value:.6f}\t{-value / math.log(10):.6f}\n")
+            if NGRAM_DIR.value:
+                nll_parts.append(nll)
 
-    result = evaluate_lib.score(model, train_lib.eval_dataset(split, vocab, config), vocab.unk_id,
-                                on_batch=on_batch if out or NGRAM_DIR.value else None)
-    if out:
-        out.close()
-        os.replace(PER_TOKEN.value + ".tmp", PER_TOKEN.value)
+        result = evaluate_lib.score(model, train_lib.eval_dataset(split, vocab, config), vocab.unk_id,
+                                    on_batch=on_batch if out or NGRAM_DIR.value else None)
     summary = {"perplexity": result.perplexity, "tokens": result.tokens, "oov_rate": result.oov_rate}
     if NGRAM_DIR.value:
         summary["mixture"] = mix_with_ngram(config, vocab, model, split, np.exp(-np.concatenate(nll_parts)))

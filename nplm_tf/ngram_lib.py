@@ -18,6 +18,7 @@ from nplm_tf import callbacks as callbacks_lib
 from nplm_tf import interpolated
 from nplm_tf import kneser_ney as kn
 from pipelines import corpus as corpus_lib
+from pipelines import files
 from pipelines import vocabulary as vocab_lib
 
 MODEL_FILE = "ngram.npz"
@@ -51,9 +52,7 @@ def save(model, directory: str) -> str:
         arrays.update({f"{k}_{f}": getattr(o, f) for f in _FIELDS})
         arrays[f"{k}_discounts"] = np.array(o.discounts)
     path = os.path.join(directory, MODEL_FILE)
-    tmp = path + ".tmp.npz"
-    np.savez(tmp, **arrays)
-    os.replace(tmp, path)
+    files.replace_atomically(path, lambda tmp: np.savez(tmp, **arrays))
     return path
 
 
@@ -80,8 +79,7 @@ def load(directory: str) -> kn.KneserNey:
 def write_arpa(model: kn.KneserNey, vocab: vocab_lib.Vocabulary, path: str) -> str:
     """The model in ARPA format: log10 p(w | h), the n-gram, log10 γ of it as a context."""
     words = np.array(list(vocab.words) + [vocab_lib.BOS], dtype=object)
-    tmp = path + ".tmp"
-    with open(tmp, "w", encoding="utf-8") as f:
+    with files.atomic_output(path) as tmp, open(tmp, "w", encoding="utf-8") as f:
         f.write("\n\\data\\\n")
         for k in range(1, model.order + 1):
             f.write(f"ngram {k}={model.orders[k].keys.size}\n")
@@ -105,7 +103,6 @@ def write_arpa(model: kn.KneserNey, vocab: vocab_lib.Vocabulary, path: str) -> s
                 rows = (f"{p:.7g}\t{t}\n" for p, t in zip(logp, text))
             f.writelines(rows)
         f.write("\n\\end\\\n")
-    os.replace(tmp, path)
     return path
 
 

@@ -15,6 +15,7 @@ from nplm_tf import callbacks as callbacks_lib
 from nplm_tf import evaluate_lib, mixture_lib, ngram_lib, run_dir, train_lib
 from nplm_tf.config import Config
 from pipelines import corpus as corpus_lib
+from pipelines import files
 
 
 @dataclasses.dataclass(frozen=True)
@@ -114,9 +115,7 @@ def write_table(output_dir: str, rows: list[dict], command: str, seconds: float)
               "is therefore in-sample). Paper numbers use the paper's own Brown split and 16,383-word "
               "vocabulary: compare ratios, not values. † quoted from the paper's Table 1 and not checked "
               "against ../shared/BENCHMARK.md, which confirms only MLP9, MLP10 and the Kneser-Ney 5-gram."]
-    with open(os.path.join(output_dir, "table.md.tmp"), "w", encoding="utf-8") as f:
-        f.write("\n".join(lines) + "\n")
-    os.replace(os.path.join(output_dir, "table.md.tmp"), os.path.join(output_dir, "table.md"))
+    files.write_text(os.path.join(output_dir, "table.md"), "\n".join(lines) + "\n")
     plot_curves(rows, os.path.join(output_dir, "curves.png"))
 
 
@@ -138,6 +137,5 @@ def plot_curves(rows: list[dict], path: str) -> None:
     ax.set_title("validation perplexity per epoch")
     ax.legend(fontsize=8)
     fig.tight_layout()
-    fig.savefig(path + ".tmp.png")
+    files.replace_atomically(path, fig.savefig)
     plt.close(fig)
-    os.replace(path + ".tmp.png", path)

@@ -22,6 +22,7 @@ from nplm_tf import evaluate_lib, export_lib, run_dir
 from nplm_tf import model as model_lib
 from nplm_tf.config import Config, ConfigError
 from pipelines import corpus as corpus_lib
+from pipelines import files
 from pipelines import vocabulary as vocab_lib
 from pipelines import windows
 
@@ -187,7 +188,7 @@ def finish_run(model: keras.Model, data: Data, corpus: corpus_lib.Corpus, config
     metrics["best_epoch"] = min(metrics["epochs"], key=lambda e: e["valid_perplexity"])["epoch"]
     metrics.update(extra or {})
     if write:
-        callbacks_lib.replace_atomically(os.path.join(model_dir, KERAS_FILE), model.save)
+        files.replace_atomically(os.path.join(model_dir, KERAS_FILE), model.save)
         if export:
             metrics["export"] = export_lib.export(model_dir)  # a new version each time training extends the run
         callbacks_lib.write_json(os.path.join(model_dir, METRICS_FILE), metrics)

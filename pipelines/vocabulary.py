@@ -16,6 +16,7 @@ from collections.abc import Iterable
 import tensorflow as tf
 
 from pipelines import corpus as corpus_lib
+from pipelines import files
 
 EOS, UNK, BOS = "</s>", "<unk>", "<s>"
 VOCAB_FILE = "vocab.tsv"
@@ -65,11 +66,7 @@ class Vocabulary:
 
     def save(self, directory: str) -> str:
         path = os.path.join(directory, VOCAB_FILE)
-        tmp = path + ".tmp"
-        with open(tmp, "w", encoding="utf-8") as f:
-            for word, count in zip(self.words, self.counts):
-                f.write(f"{word}\t{count}\n")
-        os.replace(tmp, path)
+        files.write_text(path, "".join(f"{word}\t{count}\n" for word, count in zip(self.words, self.counts)))
         return path
 
     @classmethod

@@ -58,6 +58,7 @@ def test_evaluate_binary_matches_training_and_writes_per_token(trained, data, tm
     ln = [float(r[1]) for r in rows]
     assert math.exp(-sum(ln) / len(ln)) == pytest.approx(out["perplexity"], rel=1e-5)
     assert all(float(r[2]) == pytest.approx(float(r[1]) / math.log(10), abs=2e-6) for r in rows)
+    assert os.listdir(tmp_path) == ["tokens.tsv"]  # written under a temporary name, renamed when complete
 
 
 def test_describe_binary_on_files(data):

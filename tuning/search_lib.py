@@ -15,6 +15,7 @@ import keras_tuner
 
 from nplm_tf import callbacks as callbacks_lib
 from nplm_tf.config import Config, ConfigError
+from pipelines import files
 from tuning import hypermodel as hypermodel_lib
 
 TUNERS = ("random", "hyperband", "bayesian")
@@ -82,10 +83,7 @@ def write_results(output_dir: str, rows: list[dict], base: Config, tuner_kind: s
                      f"{r['seconds']:.0f} |")
     lines += ["", f"Best configuration: {BEST_CONFIG} (train it with `python -m nplm_tf.train "
               f"--config_json={os.path.join(output_dir, BEST_CONFIG)} --model_dir=...`)."]
-    tmp = os.path.join(output_dir, RESULTS_MD + ".tmp")
-    with open(tmp, "w", encoding="utf-8") as f:
-        f.write("\n".join(lines) + "\n")
-    os.replace(tmp, os.path.join(output_dir, RESULTS_MD))
+    files.write_text(os.path.join(output_dir, RESULTS_MD), "\n".join(lines) + "\n")
     plot(rows, os.path.join(output_dir, RESULTS_PNG))
     return {"best": rows[0], "best_config": os.path.join(output_dir, BEST_CONFIG), "trials": len(rows)}
 
@@ -111,7 +109,5 @@ def plot(rows: list[dict], path: str) -> None:
     ax.legend(loc="best")
     fig.colorbar(points, ax=ax, label="validation perplexity")
     fig.tight_layout()
-    tmp = path + ".tmp.png"
-    fig.savefig(tmp)
+    files.replace_atomically(path, fig.savefig)
     plt.close(fig)
-    os.replace(tmp, path)

@@ -1,0 +1,55 @@
+"""pipelines.files: a write that fails or is interrupted never damages the previous file."""
+
+import os
+
+import numpy as np
+import pytest
+
+from pipelines import files
+
+
+def listing(directory):
+    return sorted(os.listdir(directory))
+
+
+def test_write_text_replaces_and_leaves_no_temporary(tmp_path):
+    path = tmp_path / "table.md"
+    files.write_text(str(path), "old\n")
+    files.write_text(str(path), "new ü\n")
+    assert path.read_text(encoding="utf-8") == "new ü\n"
+    assert listing(tmp_path) == ["table.md"]
+
+
+@pytest.mark.parametrize("error", [RuntimeError("disk full"), KeyboardInterrupt()])
+def test_a_failed_write_keeps_the_old_file_and_removes_the_temporary(tmp_path, error):
+    path = tmp_path / "vocab.tsv"
+    path.write_text("complete\n", encoding="utf-8")
+
+    def write(tmp):
+        with open(tmp, "w", encoding="utf-8") as f:
+            f.write("half")
+        raise error
+
+    with pytest.raises(type(error)):
+        files.replace_atomically(str(path), write)
+    assert path.read_text(encoding="utf-8") == "complete\n"
+    assert listing(tmp_path) == ["vocab.tsv"]
+
+
+def test_a_failure_before_anything_is_written_is_passed_on(tmp_path):
+    path = tmp_path / "x.json"
+    with pytest.raises(ValueError):
+        with files.atomic_output(str(path)):
+            raise ValueError("no")
+    assert listing(tmp_path) == []
+
+
+def test_the_temporary_name_keeps_the_suffix_writers_check(tmp_path):
+    # np.savez appends ".npz" to a name without it; the rename must still find the file.
+    path = tmp_path / "ngram.npz"
+    files.replace_atomically(str(path), lambda tmp: np.savez(tmp, a=np.arange(3)))
+    assert listing(tmp_path) == ["ngram.npz"]
+    with np.load(path) as f:
+        np.testing.assert_array_equal(f["a"], [0, 1, 2])
+    assert files.temporary_name(str(tmp_path / "best.weights.h5")).endswith(".weights.h5")
+    assert os.path.dirname(files.temporary_name(str(path))) == str(tmp_path)
