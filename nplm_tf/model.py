@@ -83,11 +83,13 @@ class FusedAdam(keras.optimizers.Adam):
     float rounding) as Keras's Adam, whose update runs as separate kernels that
     each read and write the whole variable; for the output layer U (h·|V|
     floats) that memory traffic cost more than the layer's matmuls. Under a
-    distribution strategy, and with `amsgrad`, Keras's own update runs.
+    distribution strategy each replica's copy is updated the same way (inside
+    `Strategy.extended.update` a mirrored variable's handle is that replica's).
+    With `amsgrad`, Keras's own update runs.
     """
 
     def update_step(self, gradient, variable, learning_rate):
-        if self.amsgrad or tf.distribute.has_strategy():
+        if self.amsgrad:
             return super().update_step(gradient, variable, learning_rate)
         dtype = variable.dtype
         step = tf.cast(self.iterations + 1, dtype)
