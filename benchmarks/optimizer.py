@@ -1,0 +1,71 @@
+"""Time of one optimizer step at MLP9's variable shapes: Keras's Adam against FusedAdam.
+
+    python -m benchmarks.optimizer [--direct] [--steps=100] [--repeats=3]
+
+Prints one JSON line: milliseconds per `apply_gradients` (median of the
+repeats) for each optimizer, on variables shaped like U (h × |V|), C
+((|V|+1) × m, dense gradient as Adam densifies it), H, d, b (and W with
+--direct), with the same random gradients every step.
+"""
+
+import json
+import math
+import statistics
+import time
+
+from absl import flags
+
+from nplm_tf import cli
+
+DIRECT = flags.DEFINE_boolean("direct", False, "Include the direct connections W ((n-1)m × |V|).")
+STEPS = flags.DEFINE_integer("steps", 100, "Timed steps per repeat.")
+REPEATS = flags.DEFINE_integer("repeats", 3, "Repeats; the median is reported.")
+VOCAB = 14_118  # Brown's |V| under BENCHMARK.md
+
+
+def time_optimizer(make, shapes, steps, repeats):
+    import keras
+    import tensorflow as tf
+
+    variables = [keras.Variable(tf.zeros(s)) for s in shapes]
+    grads = [tf.random.stateless_normal(s, seed=[i, 0]) for i, s in enumerate(shapes)]
+    optimizer = make()
+
+    @tf.function
+    def step():
+        optimizer.apply_gradients(zip(grads, variables))
+
+    step()
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        for _ in range(steps):
+            step()
+        variables[0].numpy()
+        times.append((time.perf_counter() - start) / steps * 1000)
+    return statistics.median(times), times
+
+
+def main(argv):
+    import keras
+
+    from nplm_tf import model as model_lib
+    from nplm_tf.config import Config
+
+    config = Config(direct=DIRECT.value)
+    n1m, h = config.context_size * config.feature_dim, config.hidden_dim
+    shapes = [(h, VOCAB), (VOCAB + 1, config.feature_dim), (n1m, h), (h,), (VOCAB,)]
+    if config.direct:
+        shapes.append((n1m, VOCAB))
+    result = {"shapes": shapes, "floats": sum(math.prod(s) for s in shapes)}
+    for name, make in (("keras_adam", lambda: keras.optimizers.Adam(1e-3)),
+                       ("fused_adam", lambda: model_lib.FusedAdam(1e-3)),
+                       ("sgd", lambda: keras.optimizers.SGD(1e-3))):
+        median, times = time_optimizer(make, shapes, STEPS.value, REPEATS.value)
+        result[name + "_ms"] = round(median, 2)
+        result[name + "_ms_runs"] = [round(t, 2) for t in times]
+    print(json.dumps(result))
+
+
+if __name__ == "__main__":
+    cli.run(main)
