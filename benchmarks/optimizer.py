@@ -50,8 +50,10 @@ def main(argv):
     import keras
 
     from nplm_tf import model as model_lib
-    from nplm_tf.config import Config
+    from nplm_tf.config import Config, ConfigError
 
+    if STEPS.value < 1 or REPEATS.value < 1:
+        raise ConfigError(f"steps={STEPS.value} and repeats={REPEATS.value} must be at least 1.")
     config = Config(direct=DIRECT.value)
     n1m, h = config.context_size * config.feature_dim, config.hidden_dim
     shapes = [(h, VOCAB), (VOCAB + 1, config.feature_dim), (n1m, h), (h,), (VOCAB,)]

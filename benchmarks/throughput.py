@@ -57,8 +57,6 @@ def steady_clock():
 
         def steps_per_second(self):
             (first, t0), (last, t1) = self.marks[0], self.marks[-1]
-            if last <= first:
-                raise ValueError("--steps must cover more than one call of the training function (32 steps)")
             return (last - first) / (t1 - t0)
 
     return SteadyClock()
@@ -71,9 +69,13 @@ def main(argv):
 
     from nplm_tf import model as model_lib
     from nplm_tf import train_lib
-    from nplm_tf.config import Config
+    from nplm_tf.config import Config, ConfigError
     from pipelines import corpus as corpus_lib
 
+    if STEPS.value <= train_lib.STEPS_PER_EXECUTION:  # the clock needs two calls of the training function
+        raise ConfigError(f"steps={STEPS.value} must be more than {train_lib.STEPS_PER_EXECUTION}.")
+    if WARMUP.value < 1 or REPEATS.value < 1:
+        raise ConfigError(f"warmup_steps={WARMUP.value} and repeats={REPEATS.value} must be at least 1.")
     config = Config(precision=PRECISION.value, optimizer=OPTIMIZER.value, direct=DIRECT.value, batch_size=256,
                     jit_compile=JIT.value)
     corpus = corpus_lib.brown_corpus()
