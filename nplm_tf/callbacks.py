@@ -19,12 +19,7 @@ BEST_WEIGHTS = "best.weights.h5"
 
 def write_json(path: str, value) -> None:
     """Writes atomically: a crash never leaves a half-written file behind."""
-    def write(tmp: str) -> None:
-        with open(tmp, "w", encoding="utf-8") as f:
-            json.dump(value, f, indent=2, sort_keys=True)
-            f.write("\n")
-
-    files.replace_atomically(path, write)
+    files.write_text(path, json.dumps(value, indent=2, sort_keys=True) + "\n")
 
 
 def read_json(path: str):
