@@ -68,8 +68,9 @@ def _adam_update(variable, m, v, gradient, squared, alpha, beta_1, beta_2, epsil
 
     if squared is None:
         squared = tf.square(gradient)
-    m_new = read(m) + (gradient - read(m)) * (1 - beta_1)
-    v_new = read(v) + (squared - read(v)) * (1 - beta_2)
+    m_old, v_old = read(m), read(v)
+    m_new = m_old + (gradient - m_old) * (1 - beta_1)
+    v_new = v_old + (squared - v_old) * (1 - beta_2)
     tf.raw_ops.AssignVariableOp(resource=m, value=m_new)
     tf.raw_ops.AssignVariableOp(resource=v, value=v_new)
     tf.raw_ops.AssignSubVariableOp(resource=variable, value=m_new * alpha / (tf.sqrt(v_new) + epsilon))
