@@ -209,3 +209,28 @@ def test_a_run_backed_up_by_keras_backup_and_restore_still_resumes(tmp_path):
     assert callbacks_lib.restore_backup(fresh, backup_dir) == 2
     for a, b in zip(fresh.get_weights(), model.get_weights()):
         np.testing.assert_array_equal(a, b)
+
+
+def test_token_nll_and_its_gradient_match_tensorflows_cross_entropy():
+    import tensorflow as tf
+
+    from nplm_tf import model as model_lib
+
+    rng = np.random.default_rng(0)
+    logits = rng.normal(scale=4, size=(6, 50)).astype(np.float32)
+    logits[5, 7] = -300.0  # its probability underflows float32: the exact branch must answer
+    targets = np.array([3, 0, 49, 3, 12, 7], np.int32)
+    weights = tf.constant(rng.normal(size=6).astype(np.float32))
+    results = []
+    for fn in (model_lib.token_nll,
+               lambda t, z: tf.nn.sparse_softmax_cross_entropy_with_logits(labels=t, logits=z)):
+        z = tf.constant(logits)
+        with tf.GradientTape() as tape:
+            tape.watch(z)
+            nll = fn(tf.constant(targets), z)
+            weighted = tf.reduce_sum(nll * weights)
+        results.append((nll.numpy(), tape.gradient(weighted, z).numpy()))
+    (nll, grad), (ref_nll, ref_grad) = results
+    assert np.isfinite(nll).all() and nll[5] > 290
+    np.testing.assert_allclose(nll, ref_nll, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(grad, ref_grad, rtol=1e-5, atol=1e-6)
