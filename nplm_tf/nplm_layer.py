@@ -5,6 +5,22 @@ import tensorflow as tf
 from keras import ops
 
 
+@tf.function(jit_compile=True)
+def _cast_add(y, b):
+    return tf.cast(y, tf.float32) + b  # one XLA pass instead of a cast and an add
+
+
+@tf.custom_gradient
+def _add_bias(y, b):
+    """float32(y) + b for (batch, |V|) logits y of any float dtype, b float32."""
+
+    def gradient(upstream):
+        db = tf.squeeze(tf.matmul(tf.ones([1, tf.shape(upstream)[0]], upstream.dtype), upstream), 0)
+        return tf.cast(upstream, y.dtype), db  # db = Σ over the batch, as a (fast) matmul
+
+    return _cast_add(y, b), gradient
+
+
 @keras.saving.register_keras_serializable(package="nplm_tf")
 class NPLMLayer(keras.layers.Layer):
     """Word features, tanh hidden layer and direct connections: y = b + W·x + U·tanh(d + H·x).
@@ -57,7 +73,9 @@ class NPLMLayer(keras.layers.Layer):
         **kwargs,
     ):
         # Variables are cast by hand in call(): autocasting C would cast the
-        # whole matrix each step and make its gradient dense.
+        # whole matrix each step, and b and the penalty must stay float32.
+        # (Keras enters an autocast scope under a mixed policy even with the
+        # layer's autocast off, so each variable is also made with autocast=False.)
         kwargs.setdefault("autocast", False)
         super().__init__(**kwargs)
         for name, value in (
@@ -89,16 +107,19 @@ class NPLMLayer(keras.layers.Layer):
             shape=(self.vocab_size + 1, self.feature_dim),
             initializer=keras.initializers.RandomUniform(-0.05, 0.05),
             name="C",
+            autocast=False,
         )
         self.H = self.d = self.U = None
         if self.hidden_dim:
-            self.H = self.add_weight(shape=(x_dim, self.hidden_dim), initializer="glorot_uniform", name="H")
-            self.d = self.add_weight(shape=(self.hidden_dim,), initializer="zeros", name="d")
-            self.U = self.add_weight(shape=(self.hidden_dim, self.vocab_size), initializer="glorot_uniform", name="U")
-        self.b = self.add_weight(shape=(self.vocab_size,), initializer="zeros", name="b")
+            self.H = self.add_weight(shape=(x_dim, self.hidden_dim), initializer="glorot_uniform", name="H",
+                                     autocast=False)
+            self.d = self.add_weight(shape=(self.hidden_dim,), initializer="zeros", name="d", autocast=False)
+            self.U = self.add_weight(shape=(self.hidden_dim, self.vocab_size), initializer="glorot_uniform", name="U",
+                                     autocast=False)
+        self.b = self.add_weight(shape=(self.vocab_size,), initializer="zeros", name="b", autocast=False)
         self.W = None
         if self.direct:
-            self.W = self.add_weight(shape=(x_dim, self.vocab_size), initializer="zeros", name="W")
+            self.W = self.add_weight(shape=(x_dim, self.vocab_size), initializer="zeros", name="W", autocast=False)
         self.step = None
         if self.dropout:
             self.step = self.add_weight(
@@ -117,7 +138,8 @@ class NPLMLayer(keras.layers.Layer):
 
     def call(self, context, training=False):
         dtype = self.compute_dtype
-        features = ops.take(self.C, ops.cast(context, "int32"), axis=0)  # (batch, n-1, m), sparse grad
+        # Gathered from the float32 variable: a sparse gradient, no per-step copy of C.
+        features = tf.gather(self.C.value, tf.cast(context, tf.int32))  # (batch, n-1, m)
         x = ops.reshape(features, (-1, self.context_size * self.feature_dim))  # (batch, (n-1)m)
         xc = ops.cast(x, dtype)
         drop = bool(training) and self.dropout > 0
@@ -133,9 +155,13 @@ class NPLMLayer(keras.layers.Layer):
         if self.W is not None:
             direct = ops.matmul(xc, ops.cast(self.W, dtype))  # (batch, |V|)
             y = direct if y is None else y + direct
-        y = ops.cast(y, "float32") + ops.cast(self.b, "float32")  # (batch, |V|)
+        if bool(training):
+            y = _add_bias(y, self.b.value)  # (batch, |V|) float32
+        else:  # core ops only in serving graphs
+            y = tf.cast(y, tf.float32) + self.b.value
         if self.weight_decay:
-            penalty = sum(ops.sum(ops.square(w)) for w in self._weights())
+            # L2Loss (Σw²/2): one float32 pass over U, and its gradient one multiply.
+            penalty = 2 * tf.add_n([tf.nn.l2_loss(w.value) for w in self._weights()])
             penalty = penalty + ops.mean(ops.sum(ops.square(x), axis=1))
             self.add_loss(self.weight_decay * ops.cast(penalty, "float32"))
         return y

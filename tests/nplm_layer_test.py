@@ -126,3 +126,23 @@ def test_no_hidden_layer_is_the_linear_model_with_direct_connections():
     np.testing.assert_allclose(layer(context).numpy(), b + x @ W, rtol=1e-5, atol=1e-5)
     with pytest.raises(ValueError, match="hidden_dim"):
         NPLMLayer(vocab_size=V, context_size=N1, feature_dim=M, hidden_dim=0, direct=False)
+
+
+def test_bfloat16_policy_keeps_bias_and_penalty_in_float32():
+    # b = 1 + 2^-12 is exact in float32 and rounds to 1 in bfloat16; U = 0 makes the logits exactly b.
+    layer = make_layer(False, weight_decay=0.5, dtype="mixed_bfloat16")
+    layer.U.assign(np.zeros(layer.U.shape, np.float32))
+    layer.b.assign(np.full(layer.b.shape, 1 + 2**-12, np.float32))
+    context = tf.constant([[1, 2], [3, 7]], tf.int32)
+    with tf.GradientTape() as tape:
+        logits = layer(context, training=True)
+        total = tf.reduce_sum(logits * tf.range(1, V + 1, dtype=tf.float32))
+    np.testing.assert_array_equal(logits.numpy(), np.full((2, V), 1 + 2**-12, np.float32))
+    np.testing.assert_array_equal(layer(context).numpy(), logits.numpy())  # inference: the same in core ops
+    # The bias gradient sums over the batch (2 rows), in float32.
+    np.testing.assert_allclose(tape.gradient(total, layer.b.value).numpy(), 2 * np.arange(1, V + 1), rtol=1e-6)
+    # R(θ) = λ(‖H‖² + ‖U‖²) + λ·mean Σ‖C(w)‖², computed in float32 (bfloat16 would be off by ~1e-3).
+    C = layer.C.numpy().astype(np.float64)
+    expected = 0.5 * ((layer.H.numpy().astype(np.float64) ** 2).sum()
+                      + np.mean([(C[[1, 2]] ** 2).sum(), (C[[3, 7]] ** 2).sum()]))
+    np.testing.assert_allclose(float(tf.add_n(layer.losses)), expected, rtol=1e-6)
