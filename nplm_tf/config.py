@@ -42,6 +42,7 @@ class Config:
     shuffle_buffer: int = 100_000  # windows mixed before batching
     patience: int = 2  # epochs without a better valid perplexity before stopping
     seed: int = 1234
+    sync_every: int = 1  # multi-worker: 1 all-reduces gradients each step; K > 1 averages weights every K local steps
 
     def __post_init__(self) -> None:
         _check(self.order >= 2, "order", self.order, "must be at least 2 (n-1 >= 1 context word)")
@@ -59,6 +60,7 @@ class Config:
         _check(self.precision in PRECISIONS, "precision", self.precision, f"must be one of {PRECISIONS}")
         _check(self.shuffle_buffer >= 1, "shuffle_buffer", self.shuffle_buffer, "must be at least 1")
         _check(self.patience >= 1, "patience", self.patience, "must be at least 1")
+        _check(self.sync_every >= 1, "sync_every", self.sync_every, "must be at least 1")
 
     @property
     def context_size(self) -> int:

@@ -14,10 +14,19 @@ chief writes; the other workers write their share of each checkpoint to a
 scratch directory and delete it. The directory must be visible to every
 worker (one machine, or a shared filesystem). Killing any worker and
 restarting the job resumes from the last finished epoch.
+
+With `config.sync_every` = K > 1 the workers do not all-reduce gradients:
+each trains its own copy of the model on every W-th global batch (whole
+`batch_size` batches, W workers) and every K of its steps the copies'
+weights are averaged (local SGD, or periodic model averaging: 1/K of the
+communication, a different trajectory from synchronous SGD). At the end of
+each epoch the weights and the optimizer's moments are averaged, so every
+worker holds the same state and the checkpoint is the whole job's.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import time
@@ -28,7 +37,7 @@ import tensorflow as tf
 from nplm_tf import callbacks as callbacks_lib
 from nplm_tf import evaluate_lib, train_lib
 from nplm_tf import model as model_lib
-from nplm_tf.config import Config
+from nplm_tf.config import Config, ConfigError
 from pipelines import corpus as corpus_lib
 from pipelines import windows
 
@@ -64,8 +73,11 @@ def train_multi_worker(config: Config, model_dir: str, corpus: corpus_lib.Corpus
         return finished
     data = train_lib.prepare_data(config, corpus, model_dir if chief else None)
     replicas = strategy.num_replicas_in_sync
-    model, optimizer = build(config, data.vocab.size, strategy)
-    with strategy.scope():
+    local = config.sync_every > 1
+    if local:
+        check_local_sgd(strategy)
+    model, optimizer = build(config, data.vocab.size, strategy, local=local)
+    with contextlib.nullcontext() if local else strategy.scope():
         epoch_done = tf.Variable(0, dtype=tf.int64, trainable=False)
     train_lib.init_output_bias(model, data.vocab)
     checkpoint = tf.train.Checkpoint(model=model, optimizer=optimizer, epoch=epoch_done)
@@ -78,7 +90,14 @@ def train_multi_worker(config: Config, model_dir: str, corpus: corpus_lib.Corpus
         print(f"resumed from {latest} (epoch {int(epoch_done.numpy())} done)", flush=True)
 
     steps = data.tokens["train"] // config.batch_size
-    train_steps = make_train_steps(model, optimizer, strategy, config)
+    if local:
+        steps -= steps % replicas  # every worker takes the same number of steps
+        train_steps = make_local_train_steps(model, optimizer)
+        average = make_average(model.trainable_variables, strategy)
+        average_all = make_average(model.trainable_variables + _float_variables(optimizer), strategy)
+        index = worker_index(strategy)
+    else:
+        train_steps = make_train_steps(model, optimizer, strategy, config)
 
     valid_ds = data.dataset(corpus, "valid", config)
     batch_nll = evaluate_lib.nll_function(model)
@@ -91,12 +110,24 @@ def train_multi_worker(config: Config, model_dir: str, corpus: corpus_lib.Corpus
         if callbacks_lib.patience_exhausted(valid_history, config.patience):
             break
         start = time.perf_counter()
-        iterator = distributed_train_dataset(config, data, corpus, epoch, steps, strategy)
-        nll, done = 0.0, 0
-        while done < steps:
-            count = min(STEPS_PER_CALL, steps - done)
-            nll += float(train_steps(iterator, tf.constant(count)))
-            done += count
+        if local:
+            iterator = iter(local_train_dataset(config, data, corpus, epoch, steps, replicas, index))
+            nll, done = 0.0, 0
+            while done < steps // replicas:
+                count = min(config.sync_every, steps // replicas - done)
+                nll += float(train_steps(iterator, tf.constant(count)))
+                done += count
+                if done < steps // replicas:
+                    average()
+            average_all()  # weights and moments: every worker ends the epoch in the same state
+            nll = all_reduce_sum(strategy, nll)
+        else:
+            iterator = distributed_train_dataset(config, data, corpus, epoch, steps, strategy)
+            nll, done = 0.0, 0
+            while done < steps:
+                count = min(STEPS_PER_CALL, steps - done)
+                nll += float(train_steps(iterator, tf.constant(count)))
+                done += count
         seconds = time.perf_counter() - start
         valid = evaluate_lib.score(model, valid_ds, data.vocab.unk_id, batch_nll=batch_nll)
         record = {"epoch": epoch + 1, "train_loss": nll / (steps * config.batch_size),
@@ -117,10 +148,14 @@ def train_multi_worker(config: Config, model_dir: str, corpus: corpus_lib.Corpus
     return train_lib.finish_run(model, data, corpus, config, model_dir, write=chief, extra={"workers": replicas})
 
 
-def build(config: Config, vocab_size: int, strategy: tf.distribute.Strategy):
-    """The model and its built optimizer, in `strategy`'s scope, the same initial weights on every worker."""
+def build(config: Config, vocab_size: int, strategy: tf.distribute.Strategy, local: bool = False):
+    """The model and its built optimizer, the same initial weights on every worker.
+
+    In `strategy`'s scope (mirrored variables), or with `local` outside it:
+    each worker's own variables, for local SGD.
+    """
     keras.utils.set_random_seed(config.seed)  # the same initial weights as a run with any other worker count
-    with strategy.scope():
+    with contextlib.nullcontext() if local else strategy.scope():
         model = model_lib.build_model(config, vocab_size)
         optimizer = model_lib.make_optimizer(config)
         optimizer.build(model.trainable_variables)
@@ -150,6 +185,74 @@ def make_train_steps(model, optimizer, strategy: tf.distribute.Strategy, config:
         return total
 
     return train_steps
+
+
+def check_local_sgd(strategy: tf.distribute.Strategy) -> None:
+    if len(strategy.extended.worker_devices) != 1:
+        raise ConfigError(f"sync_every > 1 trains one model per worker process, but this worker has "
+                          f"{len(strategy.extended.worker_devices)} devices; use sync_every=1.")
+
+
+def worker_index(strategy: tf.distribute.Strategy) -> int:
+    """This worker's replica id among all workers (one replica each): its share of the batches."""
+    ids = strategy.run(lambda: tf.constant(tf.distribute.get_replica_context().replica_id_in_sync_group))
+    return int(strategy.experimental_local_results(ids)[0])
+
+
+def local_train_dataset(config: Config, data: train_lib.Data, corpus: corpus_lib.Corpus, epoch: int, steps: int,
+                        workers: int, index: int) -> tf.data.Dataset:
+    """Every `workers`-th whole global batch from `index`: the same windows as one process, dealt out."""
+    ds = windows.window_dataset(corpus["train"], data.vocab, config.order, config.batch_size, data.tokens["train"],
+                                shuffle=True, shuffle_buffer=config.shuffle_buffer, seed=config.seed, epoch=epoch)
+    return ds.take(steps).shard(workers, index)
+
+
+def make_local_train_steps(model, optimizer):
+    """A tf.function running `count` steps of this worker's own model on a plain iterator; returns Σ -ln P."""
+
+    @tf.function
+    def train_steps(iterator, count):
+        total = tf.constant(0.0)
+        for _ in tf.range(count):
+            context, target = next(iterator)
+            with tf.GradientTape() as tape:
+                nll = model_lib.token_nll(target, model(context, training=True))
+                loss = tf.reduce_mean(nll)
+                if model.losses:
+                    loss += tf.add_n(model.losses)
+            grads = tape.gradient(loss, model.trainable_variables)
+            optimizer.apply(grads, model.trainable_variables)
+            total += tf.reduce_sum(nll)
+        return total
+
+    return train_steps
+
+
+def _float_variables(optimizer) -> list:
+    return [v for v in optimizer.variables if keras.backend.is_float_dtype(v.dtype)]  # moments (and a fixed rate)
+
+
+def make_average(variables: list, strategy: tf.distribute.Strategy):
+    """A tf.function that sets each of this worker's `variables` to its mean over all workers (one all-reduce)."""
+
+    @tf.function
+    def average():
+        def replica_fn():
+            with tf.device(strategy.extended.worker_devices[0]):  # all_reduce sends to the values' device
+                values = [tf.identity(v) for v in variables]
+            return tf.distribute.get_replica_context().all_reduce(tf.distribute.ReduceOp.MEAN, values)
+
+        means = strategy.experimental_local_results(strategy.run(replica_fn))[0]
+        for variable, mean in zip(variables, means):
+            variable.assign(mean)
+
+    return average
+
+
+def all_reduce_sum(strategy: tf.distribute.Strategy, value: float) -> float:
+    with tf.device(strategy.extended.worker_devices[0]):
+        total = tf.constant(value, tf.float64)
+    return float(strategy.reduce(tf.distribute.ReduceOp.SUM, strategy.run(lambda: tf.identity(total)), axis=None))
 
 
 def distributed_train_dataset(config: Config, data: train_lib.Data, corpus: corpus_lib.Corpus, epoch: int,

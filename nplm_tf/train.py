@@ -13,7 +13,7 @@ import json
 from absl import flags
 
 from nplm_tf import cli
-from nplm_tf.config import Config
+from nplm_tf.config import Config, ConfigError
 from pipelines import corpus_flags
 
 _D = Config()
@@ -39,6 +39,9 @@ flags.DEFINE_enum("precision", _D.precision, ["float32", "mixed_bfloat16"], "Com
 flags.DEFINE_boolean("jit_compile", _D.jit_compile, "XLA-compile the whole training step (speed only).")
 flags.DEFINE_integer("shuffle_buffer", _D.shuffle_buffer, "Windows per shuffled block.")
 flags.DEFINE_integer("seed", _D.seed, "Random seed (initialization and data order).")
+flags.DEFINE_integer("sync_every", _D.sync_every, "--strategy=multi_worker: 1 all-reduces the gradients every step "
+                     "(synchronous SGD); K > 1 lets each worker take K steps on its own batches, then averages the "
+                     "weights (local SGD: 1/K of the communication).")
 
 FLAGS = flags.FLAGS
 
@@ -56,6 +59,9 @@ def main(argv):
     config = config_from_flags()
     from nplm_tf import train_lib  # imports TensorFlow after the CPU split is set
 
+    if config.sync_every > 1 and STRATEGY.value != "multi_worker":
+        raise ConfigError(f"sync_every={config.sync_every} needs --strategy=multi_worker (other strategies "
+                          "all-reduce gradients every step).")
     strategy = cli.make_strategy(STRATEGY.value, NUM_CPU_DEVICES.value)
     if STRATEGY.value == "multi_worker":  # Keras fit fails under MultiWorkerMirroredStrategy: a custom loop
         from nplm_tf import multi_worker_lib
