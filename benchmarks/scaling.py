@@ -1,14 +1,17 @@
 """Multi-worker scaling on one machine: 1 worker on 1 core against N workers on N cores.
 
-    NLTK_DATA=../shared/nltk_data python -m benchmarks.scaling --workers=2
+    NLTK_DATA=../shared/nltk_data python -m benchmarks.scaling --workers=2 [--sync_every=K]
 
 Launches each configuration as real MultiWorkerMirroredStrategy worker
 processes on 127.0.0.1 (TF_CONFIG), each pinned to its own core with one
 TensorFlow thread pool thread, training the Brown MLP9 configuration (the
 defaults) with the same custom loop as `nplm_tf.train --strategy=multi_worker`
-at the same global batch. After warm-up, the chief times `--steps` steps and
-prints predicted tokens per second; the script prints one JSON line with the
-1-worker rate, the N-worker rate and their ratio.
+at the same global batch. After warm-up, the chief times `--steps` global
+batches and prints predicted tokens per second; the script prints one JSON
+line with the 1-worker rate, the N-worker rate and their ratio. With
+`--sync_every=K` both configurations run local SGD (`nplm_tf.train
+--sync_every=K`): each worker takes K steps on whole batches of its own, then
+the weights are averaged; one worker then runs the same loop with no peer.
 """
 
 import json
@@ -16,7 +19,7 @@ import os
 import subprocess
 import sys
 
-from absl import app, flags
+from absl import flags
 
 from nplm_tf import cli
 
@@ -24,7 +27,10 @@ WORKERS = flags.DEFINE_integer("workers", 2, "Workers (one core each) to compare
 STEPS = flags.DEFINE_integer("steps", 160, "Timed training steps (global batches).")
 BATCH = flags.DEFINE_integer("batch_size", 256, "Global batch size.")
 ONE = flags.DEFINE_boolean("one", True, "Also time the 1-worker baseline.")
+SYNC_EVERY = flags.DEFINE_integer("sync_every", 1, "1: all-reduce gradients every step; K > 1: local SGD, "
+                                  "weights averaged every K steps (as `nplm_tf.train --sync_every`).")
 INTEROP = flags.DEFINE_integer("interop_threads", 1, "TensorFlow inter-op threads per worker.")
+REPEATS = flags.DEFINE_integer("repeats", 3, "Alternating repeats of both configurations; medians are reported.")
 ROLE = flags.DEFINE_boolean("worker", False, "Internal: run as one worker (TF_CONFIG set by the launcher).")
 
 
@@ -38,21 +44,48 @@ def worker_main():
     from pipelines import corpus as corpus_lib
 
     strategy = cli.make_strategy("multi_worker")
-    config = Config(batch_size=BATCH.value)
+    config = Config(batch_size=BATCH.value, sync_every=SYNC_EVERY.value)
     corpus = corpus_lib.brown_corpus()
     data = train_lib.prepare_data(config, corpus)
-    model, optimizer = multi_worker_lib.build(config, data.vocab.size, strategy)
-    train_steps = multi_worker_lib.make_train_steps(model, optimizer, strategy, config)
-    per_call = 16
-    iterator = multi_worker_lib.distributed_train_dataset(config, data, corpus, 0, STEPS.value + 4 * per_call, strategy)
+    local = config.sync_every > 1
+    model, optimizer = multi_worker_lib.build(config, data.vocab.size, strategy, local=local)
+    if local:  # each worker steps through its own share of the global batches, then the weights are averaged
+        workers = strategy.num_replicas_in_sync
+        per_call = config.sync_every
+        calls = max(1, STEPS.value // (per_call * workers))
+        train_steps = multi_worker_lib.make_local_train_steps(model, optimizer)
+        average = multi_worker_lib.make_average(model.trainable_variables, strategy)
+        dataset = multi_worker_lib.local_train_dataset(config, data, corpus, 0, (calls + 4) * per_call * workers,
+                                                       workers, multi_worker_lib.worker_index(strategy))
+        iterator = iter(dataset)
+
+        def run_call():
+            train_steps(iterator, tf.constant(per_call))
+            average()
+    else:
+        workers, per_call = 1, 16  # a step is a global batch
+        calls = STEPS.value // per_call
+        train_steps = multi_worker_lib.make_train_steps(model, optimizer, strategy, config)
+        iterator = multi_worker_lib.distributed_train_dataset(config, data, corpus, 0, STEPS.value + 4 * per_call,
+                                                              strategy)
+
+        def run_call():
+            train_steps(iterator, tf.constant(per_call))
+    available = data.tokens["train"] // config.batch_size
+    if (calls + 4) * per_call * workers > available:
+        from nplm_tf.config import ConfigError
+
+        raise ConfigError(f"steps={STEPS.value} with sync_every={config.sync_every} needs "
+                          f"{(calls + 4) * per_call * workers} batches with the warm-up, more than one epoch "
+                          f"({available}).")
     for _ in range(4):  # warm-up: tracing, thread pools, input pipeline
-        train_steps(iterator, tf.constant(per_call))
+        run_call()
     start = time.perf_counter()
-    for _ in range(STEPS.value // per_call):
-        train_steps(iterator, tf.constant(per_call))
+    for _ in range(calls):
+        run_call()
     seconds = time.perf_counter() - start
     if multi_worker_lib.is_chief(strategy):
-        tokens = (STEPS.value // per_call) * per_call * BATCH.value
+        tokens = calls * per_call * workers * BATCH.value
         print(json.dumps({"tokens_per_second": tokens / seconds, "seconds": seconds}), flush=True)
 
 
@@ -64,12 +97,17 @@ def launch(workers: int) -> float:
                    TF_CONFIG=json.dumps({"cluster": {"worker": cluster}, "task": {"type": "worker", "index": index}}))
         procs.append(subprocess.Popen(
             [sys.executable, "-m", "benchmarks.scaling", "--worker", f"--steps={STEPS.value}",
-             f"--batch_size={BATCH.value}"],
+             f"--batch_size={BATCH.value}", f"--sync_every={SYNC_EVERY.value}"],
             env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
             preexec_fn=lambda core=index: os.sched_setaffinity(0, {core % os.cpu_count()})))
     outputs = [p.communicate(timeout=1800) for p in procs]
     for p, (_, err) in zip(procs, outputs):
         if p.returncode != 0:
+            sentences = [line[len("error: "):] for line in err.splitlines() if line.startswith("error: ")]
+            if sentences:
+                from nplm_tf.config import ConfigError
+
+                raise ConfigError(sentences[0])  # the worker's own one-sentence error
             raise RuntimeError(f"a worker failed:\n{err[-3000:]}")
     return json.loads(outputs[0][0].strip().splitlines()[-1])["tokens_per_second"]
 
@@ -78,11 +116,26 @@ def main(argv):
     if ROLE.value:
         worker_main()
         return
-    one = launch(1) if ONE.value else float("nan")
-    many = launch(WORKERS.value)
-    print(json.dumps({"batch_size": BATCH.value, "steps": STEPS.value, "one_worker_tokens_per_second": round(one, 1),
-                      f"{WORKERS.value}_workers_tokens_per_second": round(many, 1), "speedup": round(many / one, 3)}))
+    import statistics
+
+    from nplm_tf.config import ConfigError
+
+    if REPEATS.value < 1 or WORKERS.value < 1 or STEPS.value < 1:
+        raise ConfigError(f"repeats={REPEATS.value}, workers={WORKERS.value} and steps={STEPS.value} "
+                          "must be at least 1.")
+    ones, manys = [], []
+    for _ in range(REPEATS.value):  # alternating, so a slow stretch of the host hits both
+        if ONE.value:
+            ones.append(launch(1))
+        manys.append(launch(WORKERS.value))
+    one = statistics.median(ones) if ones else float("nan")
+    many = statistics.median(manys)
+    print(json.dumps({"batch_size": BATCH.value, "steps": STEPS.value, "sync_every": SYNC_EVERY.value,
+                      "one_worker_tokens_per_second": round(one, 1),
+                      f"{WORKERS.value}_workers_tokens_per_second": round(many, 1), "speedup": round(many / one, 3),
+                      "one_worker_runs": [round(r) for r in ones],
+                      f"{WORKERS.value}_workers_runs": [round(r) for r in manys]}))
 
 
 if __name__ == "__main__":
-    app.run(main)
+    cli.run(main)
