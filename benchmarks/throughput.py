@@ -6,7 +6,8 @@ Prints one JSON line: predicted tokens/s after warm-up (steady state: from the
 end of each fit's first 32-step call to its last; the rate including each
 fit's iterator start is printed beside it), the model FLOP rate
 6·(h·|V| + (n−1)·m·h [+ (n−1)·m·|V|])·tokens/s, a dense float32 2048×2048
-matmul's rate timed in this process, and their ratio.
+matmul's rate timed in this process right after each repeat, and the median
+of the per-repeat ratios (medians of each part beside it).
 """
 
 import json
@@ -84,18 +85,21 @@ def main(argv):
     model = model_lib.build_model(config, data.vocab.size)
     model_lib.compile_model(model, config, steps_per_execution=train_lib.STEPS_PER_EXECUTION)
     model.fit(ds, steps_per_epoch=WARMUP.value, epochs=1, verbose=0)
-    rates, wall_rates = [], []
+    n1m, h, v = config.context_size * config.feature_dim, config.hidden_dim, data.vocab.size
+    flops_per_token = 6 * (h * v + n1m * h + (n1m * v if config.direct else 0))
+    rates, wall_rates, denses, ratios = [], [], [], []
     for _ in range(REPEATS.value):
         clock = steady_clock()
         start = time.perf_counter()
         model.fit(ds, steps_per_epoch=STEPS.value, epochs=1, verbose=0, callbacks=[clock])
         wall_rates.append(STEPS.value * config.batch_size / (time.perf_counter() - start))
         rates.append(clock.steps_per_second() * config.batch_size)
+        # The matmul right after each repeat: this host's speed drifts, so each ratio compares like with like.
+        denses.append(matmul_gflops())
+        ratios.append(flops_per_token * rates[-1] / 1e9 / denses[-1])
     tokens_per_second = statistics.median(rates)
-    n1m, h, v = config.context_size * config.feature_dim, config.hidden_dim, data.vocab.size
-    flops_per_token = 6 * (h * v + n1m * h + (n1m * v if config.direct else 0))
     model_gflops = flops_per_token * tokens_per_second / 1e9
-    dense = matmul_gflops()
+    dense = statistics.median(denses)
     keras.backend.clear_session()
     print(json.dumps({
         "config": {"order": config.order, "feature_dim": config.feature_dim, "hidden_dim": h, "direct": config.direct,
@@ -106,7 +110,9 @@ def main(argv):
         "tokens_per_second_with_iterator_start": [round(r) for r in wall_rates],
         "model_gflops": round(model_gflops, 1),
         "dense_matmul_fp32_gflops": round(dense, 1),
-        "ratio": round(model_gflops / dense, 3),
+        "dense_matmul_fp32_gflops_runs": [round(d, 1) for d in denses],
+        "ratio": round(statistics.median(ratios), 3),
+        "ratio_runs": [round(r, 3) for r in ratios],
     }))
 
 
