@@ -88,6 +88,8 @@ def check_model_dir(config: Config, model_dir: str) -> None:
                 f"use a new --model_dir or the same flags."
             )
     os.makedirs(model_dir, exist_ok=True)
+    for stale in files.remove_stale_temporaries(model_dir):  # left by a kill -9 mid-write
+        print(f"removed {stale}, a file an interrupted write left behind", flush=True)
     callbacks_lib.write_json(path, config.to_dict())
 
 

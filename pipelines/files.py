@@ -11,9 +11,12 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
+import shutil
 from typing import Callable, Iterator
 
 TMP_PREFIX = ".tmp-"
+_STAGING = re.compile(r"^\.[^/]*\.tmp-")  # a directory being written before its rename (SavedModel exports)
 
 
 def temporary_name(path: str) -> str:
@@ -54,3 +57,27 @@ def write_text(path: str, text: str) -> None:
     with atomic_output(path) as tmp:
         with open(tmp, "w", encoding="utf-8") as f:
             f.write(text)
+
+
+def remove_stale_temporaries(directory: str) -> list[str]:
+    """Removes what interrupted writers (kill -9, power loss) left under `directory`; returns the paths.
+
+    Only this module's temporary names (`.tmp-NAME`) and staging directories
+    (`.NAME.tmp-XXXX`) are touched. Call it only where no other process is
+    writing into `directory` (a run's chief, at its start).
+    """
+    removed = []
+    for root, dirs, names in os.walk(directory):
+        for name in names:
+            if name.startswith(TMP_PREFIX):
+                path = os.path.join(root, name)
+                with contextlib.suppress(OSError):
+                    os.remove(path)
+                    removed.append(path)
+        for name in list(dirs):
+            if name.startswith(TMP_PREFIX) or _STAGING.match(name):
+                path = os.path.join(root, name)
+                shutil.rmtree(path, ignore_errors=True)
+                removed.append(path)
+                dirs.remove(name)
+    return removed

@@ -53,3 +53,20 @@ def test_the_temporary_name_keeps_the_suffix_writers_check(tmp_path):
         np.testing.assert_array_equal(f["a"], [0, 1, 2])
     assert files.temporary_name(str(tmp_path / "best.weights.h5")).endswith(".weights.h5")
     assert os.path.dirname(files.temporary_name(str(path))) == str(tmp_path)
+
+
+def test_stale_temporaries_are_removed_and_nothing_else(tmp_path):
+    from pipelines.files import remove_stale_temporaries
+
+    (tmp_path / "backup").mkdir()
+    (tmp_path / "export" / "1").mkdir(parents=True)
+    (tmp_path / "export" / ".2.tmp-abc123" / "variables").mkdir(parents=True)
+    stale = [tmp_path / ".tmp-metrics.json", tmp_path / "backup" / ".tmp-epoch-0003.weights.h5"]
+    kept = [tmp_path / "metrics.json", tmp_path / "backup" / "epoch-0002.weights.h5", tmp_path / "export" / "1" / "x",
+            tmp_path / "notes.tmp-draft", tmp_path / ".hidden"]
+    for path in stale + kept:
+        path.write_text("x")
+    removed = remove_stale_temporaries(str(tmp_path))
+    assert sorted(removed) == sorted([str(p) for p in stale] + [str(tmp_path / "export" / ".2.tmp-abc123")])
+    assert all(p.exists() for p in kept) and not any(p.exists() for p in stale)
+    assert not (tmp_path / "export" / ".2.tmp-abc123").exists()

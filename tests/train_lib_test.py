@@ -89,9 +89,11 @@ def test_finished_run_is_not_trained_again(tmp_path):
     config = helpers.tiny_config(epochs=1)
     first = train_lib.train_and_evaluate(config, str(tmp_path / "m"), corpus, verbose=0)
     mtime = os.path.getmtime(tmp_path / "m" / "best.weights.h5")
+    (tmp_path / "m" / "backup" / ".tmp-epoch-0002.weights.h5").write_bytes(b"half")  # as a kill -9 leaves it
     again = train_lib.train_and_evaluate(config, str(tmp_path / "m"), corpus, verbose=0)
     assert again == json.loads(json.dumps(first))
     assert os.path.getmtime(tmp_path / "m" / "best.weights.h5") == mtime
+    assert not (tmp_path / "m" / "backup" / ".tmp-epoch-0002.weights.h5").exists()
 
 
 def test_more_epochs_continue_a_finished_run(tmp_path):
