@@ -10,6 +10,28 @@ def _cast_add(y, b):
     return tf.cast(y, tf.float32) + b  # one XLA pass instead of a cast and an add
 
 
+@tf.function(jit_compile=True)
+def _cast_square_sum_gradient(w, upstream_cast, upstream_sum):
+    return tf.cast(upstream_cast, w.dtype) + (2 * upstream_sum) * w
+
+
+def _cast_and_square_sum(w, dtype):
+    """(w cast to `dtype`, Σw²) of a float32 weight; the gradient in one pass.
+
+    Left to the tape, the gradient was three passes over U (and W): the cast
+    back to float32, the decay term's 2w·upstream, and their sum.
+    """
+
+    @tf.custom_gradient
+    def forward(w):
+        def gradient(upstream_cast, upstream_sum):
+            return _cast_square_sum_gradient(w, upstream_cast, upstream_sum)
+
+        return (tf.cast(w, dtype), 2 * tf.nn.l2_loss(w)), gradient
+
+    return forward(w)
+
+
 @tf.custom_gradient
 def _add_bias(y, b):
     """float32(y) + b for (batch, |V|) logits y of any float dtype, b float32."""
@@ -146,22 +168,35 @@ class NPLMLayer(keras.layers.Layer):
         if drop:
             self.step.assign_add(1)
             xc = self._dropout(xc, 0)
+        # The weights cast to the compute dtype. In training with decay, U's and
+        # W's Σw² share a custom gradient with the cast (inference: core ops).
+        fused = bool(training) and bool(self.weight_decay)
+        cast, square_sums = {}, []
+        for w in self._weights():
+            if fused and w is not self.H:  # the |V|-wide weights U and W
+                cast[w.path], square_sum = _cast_and_square_sum(w.value, dtype)
+                square_sums.append(square_sum)
+            else:
+                cast[w.path] = ops.cast(w.value, dtype)
         y = None
         if self.hidden_dim:
-            a = ops.tanh(ops.matmul(xc, ops.cast(self.H, dtype)) + ops.cast(self.d, dtype))  # (batch, h)
+            a = ops.tanh(ops.matmul(xc, cast[self.H.path]) + ops.cast(self.d, dtype))  # (batch, h)
             if drop:
                 a = self._dropout(a, 1)
-            y = ops.matmul(a, ops.cast(self.U, dtype))  # (batch, |V|)
+            y = ops.matmul(a, cast[self.U.path])  # (batch, |V|)
         if self.W is not None:
-            direct = ops.matmul(xc, ops.cast(self.W, dtype))  # (batch, |V|)
+            direct = ops.matmul(xc, cast[self.W.path])  # (batch, |V|)
             y = direct if y is None else y + direct
         if bool(training):
             y = _add_bias(y, self.b.value)  # (batch, |V|) float32
         else:  # core ops only in serving graphs
             y = tf.cast(y, tf.float32) + self.b.value
         if self.weight_decay:
-            # L2Loss (Σw²/2): one float32 pass over U, and its gradient one multiply.
-            penalty = 2 * tf.add_n([tf.nn.l2_loss(w.value) for w in self._weights()])
+            if not fused:  # L2Loss (Σw²/2): one float32 pass over U, and its gradient one multiply.
+                square_sums = [2 * tf.nn.l2_loss(w.value) for w in self._weights()]
+            elif self.H is not None:
+                square_sums.append(2 * tf.nn.l2_loss(self.H.value))
+            penalty = tf.add_n(square_sums)
             penalty = penalty + ops.mean(ops.sum(ops.square(x), axis=1))
             self.add_loss(self.weight_decay * ops.cast(penalty, "float32"))
         return y

@@ -81,11 +81,12 @@ def test_gradient_of_C_is_sparse_and_touches_only_window_rows():
     assert set(np.unique(grad_c.indices.numpy())) == {1, 2, 5}
 
 
-def test_weight_decay_touches_no_bias():
+@pytest.mark.parametrize("training", [False, True])  # training: U's and W's decay gradient is fused with the cast's
+def test_weight_decay_touches_no_bias(training):
     layer = make_layer(True, weight_decay=0.5)
     layer(np.array([[1, 2]], np.int32))
     with tf.GradientTape() as tape:
-        layer(np.array([[1, 2]], np.int32))
+        layer(np.array([[1, 2]], np.int32), training=training)
         penalty = tf.add_n(layer.losses)
     grads = dict(zip([w.name for w in layer.weights], tape.gradient(penalty, [w.value for w in layer.weights])))
     assert grads["b"] is None and grads["d"] is None
@@ -146,3 +147,23 @@ def test_bfloat16_policy_keeps_bias_and_penalty_in_float32():
     expected = 0.5 * ((layer.H.numpy().astype(np.float64) ** 2).sum()
                       + np.mean([(C[[1, 2]] ** 2).sum(), (C[[3, 7]] ** 2).sum()]))
     np.testing.assert_allclose(float(tf.add_n(layer.losses)), expected, rtol=1e-6)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "mixed_bfloat16"])
+def test_training_gradients_equal_the_core_op_graph(dtype):
+    # In training the layer adds b, casts U and W and takes their Σw² through
+    # custom gradients; inference builds the same function from core ops. Both
+    # must give the same gradient of logits and R(θ) for every weight.
+    layer = make_layer(True, weight_decay=0.25, dtype=dtype)
+    context = tf.constant([[1, 2], [3, 7], [0, 0]], tf.int32)
+    upstream = np.random.default_rng(1).normal(size=(3, V)).astype(np.float32)
+
+    def gradients(training):
+        with tf.GradientTape() as tape:
+            logits = layer(context, training=training)
+            total = tf.reduce_sum(logits * upstream) + tf.add_n(layer.losses)
+        grads = tape.gradient(total, [w.value for w in layer.weights])
+        return [tf.convert_to_tensor(g).numpy() for g in grads]
+
+    for w, fused, core in zip(layer.weights, gradients(True), gradients(False)):
+        np.testing.assert_allclose(fused, core, rtol=1e-5, atol=1e-5, err_msg=w.name)
