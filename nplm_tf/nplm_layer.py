@@ -18,7 +18,7 @@ def _cast_square_sum_gradient(w, upstream_cast, upstream_sum):
 def _cast_and_square_sum(w, dtype):
     """(w cast to `dtype`, Σw²) of a float32 weight; the gradient in one pass.
 
-    Left to the tape, the gradient was three passes over U (and W): the cast
+    Left to the tape, the gradient was three passes over U (and H, W): the cast
     back to float32, the decay term's 2w·upstream, and their sum.
     """
 
@@ -168,24 +168,29 @@ class NPLMLayer(keras.layers.Layer):
         if drop:
             self.step.assign_add(1)
             xc = self._dropout(xc, 0)
-        # The weights cast to the compute dtype. In training with decay, U's and
-        # W's Σw² share a custom gradient with the cast (inference: core ops).
+        # The weights cast to the compute dtype. In training with decay, each
+        # weight's Σw² shares a custom gradient with its cast (inference: core ops).
         fused = bool(training) and bool(self.weight_decay)
-        cast, square_sums = {}, []
-        for w in self._weights():
-            if fused and w is not self.H:  # the |V|-wide weights U and W
-                cast[w.path], square_sum = _cast_and_square_sum(w.value, dtype)
-                square_sums.append(square_sum)
-            else:
-                cast[w.path] = ops.cast(w.value, dtype)
+        square_sums = []
+
+        def cast(w):
+            if w is None:
+                return None
+            if not fused:
+                return ops.cast(w.value, dtype)
+            w_cast, square_sum = _cast_and_square_sum(w.value, dtype)
+            square_sums.append(square_sum)
+            return w_cast
+
+        H, U, W = cast(self.H), cast(self.U), cast(self.W)
         y = None
         if self.hidden_dim:
-            a = ops.tanh(ops.matmul(xc, cast[self.H.path]) + ops.cast(self.d, dtype))  # (batch, h)
+            a = ops.tanh(ops.matmul(xc, H) + ops.cast(self.d, dtype))  # (batch, h)
             if drop:
                 a = self._dropout(a, 1)
-            y = ops.matmul(a, cast[self.U.path])  # (batch, |V|)
+            y = ops.matmul(a, U)  # (batch, |V|)
         if self.W is not None:
-            direct = ops.matmul(xc, cast[self.W.path])  # (batch, |V|)
+            direct = ops.matmul(xc, W)  # (batch, |V|)
             y = direct if y is None else y + direct
         if bool(training):
             y = _add_bias(y, self.b.value)  # (batch, |V|) float32
@@ -194,8 +199,6 @@ class NPLMLayer(keras.layers.Layer):
         if self.weight_decay:
             if not fused:  # L2Loss (Σw²/2): one float32 pass over U, and its gradient one multiply.
                 square_sums = [2 * tf.nn.l2_loss(w.value) for w in self._weights()]
-            elif self.H is not None:
-                square_sums.append(2 * tf.nn.l2_loss(self.H.value))
             penalty = tf.add_n(square_sums)
             penalty = penalty + ops.mean(ops.sum(ops.square(x), axis=1))
             self.add_loss(self.weight_decay * ops.cast(penalty, "float32"))
