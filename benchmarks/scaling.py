@@ -11,7 +11,13 @@ batches and prints predicted tokens per second; the script prints one JSON
 line with the 1-worker rate, the N-worker rate and their ratio. With
 `--sync_every=K` both configurations run local SGD (`nplm_tf.train
 --sync_every=K`): each worker takes K steps on whole batches of its own, then
-the weights are averaged; one worker then runs the same loop with no peer.
+the weights are averaged; one worker then runs the same loop with no peer,
+and `averaging_share` is, per N-worker run, the largest share of a
+worker's timed window spent averaging (the all-reduce and the wait for the
+slower worker). `--ceiling` adds a third configuration to each repeat: N
+one-worker jobs at once, one per core, with no communication at all; their
+summed rate over the 1-worker rate (`independent_speedup`) is what this
+machine's cores allow, whatever the distribution code does.
 """
 
 import json
@@ -31,6 +37,8 @@ SYNC_EVERY = flags.DEFINE_integer("sync_every", 1, "1: all-reduce gradients ever
                                   "weights averaged every K steps (as `nplm_tf.train --sync_every`).")
 INTEROP = flags.DEFINE_integer("interop_threads", 1, "TensorFlow inter-op threads per worker.")
 REPEATS = flags.DEFINE_integer("repeats", 3, "Alternating repeats of both configurations; medians are reported.")
+CEILING = flags.DEFINE_boolean("ceiling", False, "Also time N independent one-worker jobs at once, one per core "
+                               "(no communication): the most N workers could reach on this machine.")
 ROLE = flags.DEFINE_boolean("worker", False, "Internal: run as one worker (TF_CONFIG set by the launcher).")
 
 
@@ -61,7 +69,9 @@ def worker_main():
 
         def run_call():
             train_steps(iterator, tf.constant(per_call))
+            train_steps_done = time.perf_counter()
             average()
+            return time.perf_counter() - train_steps_done  # the averaging, with the wait for the slower worker
     else:
         workers, per_call = 1, 16  # a step is a global batch
         calls = STEPS.value // per_call
@@ -71,6 +81,7 @@ def worker_main():
 
         def run_call():
             train_steps(iterator, tf.constant(per_call))
+            return 0.0
     available = data.tokens["train"] // config.batch_size
     if (calls + 4) * per_call * workers > available:
         from nplm_tf.config import ConfigError
@@ -81,20 +92,24 @@ def worker_main():
     for _ in range(4):  # warm-up: tracing, thread pools, input pipeline
         run_call()
     start = time.perf_counter()
-    for _ in range(calls):
-        run_call()
+    averaging = sum(run_call() for _ in range(calls))
     seconds = time.perf_counter() - start
-    if multi_worker_lib.is_chief(strategy):
-        tokens = calls * per_call * workers * BATCH.value
-        print(json.dumps({"tokens_per_second": tokens / seconds, "seconds": seconds}), flush=True)
+    tokens = calls * per_call * workers * BATCH.value
+    print(json.dumps({"tokens_per_second": tokens / seconds, "seconds": seconds, "averaging_seconds": averaging}),
+          flush=True)
 
 
-def launch(workers: int) -> float:
-    cluster = [f"127.0.0.1:{p}" for p in cli.loopback_ports(workers)]
+def launch(workers: int, independent: bool = False) -> tuple[float, float]:
+    """Tokens/s of `workers` worker processes on cores 0, 1, ... and the largest averaging share.
+
+    `independent`: each process is a one-worker job of its own (no communication); the rate is their sum.
+    """
+    addresses = [f"127.0.0.1:{p}" for p in cli.loopback_ports(workers)]
     procs = []
     for index in range(workers):
+        cluster, task = ([addresses[index]], 0) if independent else (addresses, index)
         env = dict(os.environ, TF_NUM_INTRAOP_THREADS="1", TF_NUM_INTEROP_THREADS=str(INTEROP.value),
-                   TF_CONFIG=json.dumps({"cluster": {"worker": cluster}, "task": {"type": "worker", "index": index}}))
+                   TF_CONFIG=json.dumps({"cluster": {"worker": cluster}, "task": {"type": "worker", "index": task}}))
         procs.append(subprocess.Popen(
             [sys.executable, "-m", "benchmarks.scaling", "--worker", f"--steps={STEPS.value}",
              f"--batch_size={BATCH.value}", f"--sync_every={SYNC_EVERY.value}"],
@@ -109,7 +124,9 @@ def launch(workers: int) -> float:
 
                 raise ConfigError(sentences[0])  # the worker's own one-sentence error
             raise RuntimeError(f"a worker failed:\n{err[-3000:]}")
-    return json.loads(outputs[0][0].strip().splitlines()[-1])["tokens_per_second"]
+    results = [json.loads(out.strip().splitlines()[-1]) for out, _ in outputs]
+    rate = sum(r["tokens_per_second"] for r in results) if independent else results[0]["tokens_per_second"]
+    return rate, max(r["averaging_seconds"] / r["seconds"] for r in results)
 
 
 def main(argv):
@@ -123,18 +140,25 @@ def main(argv):
     if REPEATS.value < 1 or WORKERS.value < 1 or STEPS.value < 1:
         raise ConfigError(f"repeats={REPEATS.value}, workers={WORKERS.value} and steps={STEPS.value} "
                           "must be at least 1.")
-    ones, manys = [], []
-    for _ in range(REPEATS.value):  # alternating, so a slow stretch of the host hits both
+    ones, manys, shares, ceilings = [], [], [], []
+    for _ in range(REPEATS.value):  # alternating, so a slow stretch of the host hits every configuration
         if ONE.value:
-            ones.append(launch(1))
-        manys.append(launch(WORKERS.value))
+            ones.append(launch(1)[0])
+        rate, share = launch(WORKERS.value)
+        manys.append(rate)
+        shares.append(share)
+        if CEILING.value:
+            ceilings.append(launch(WORKERS.value, independent=True)[0])
     one = statistics.median(ones) if ones else float("nan")
     many = statistics.median(manys)
     print(json.dumps({"batch_size": BATCH.value, "steps": STEPS.value, "sync_every": SYNC_EVERY.value,
                       "one_worker_tokens_per_second": round(one, 1),
                       f"{WORKERS.value}_workers_tokens_per_second": round(many, 1), "speedup": round(many / one, 3),
                       "one_worker_runs": [round(r) for r in ones],
-                      f"{WORKERS.value}_workers_runs": [round(r) for r in manys]}))
+                      f"{WORKERS.value}_workers_runs": [round(r) for r in manys],
+                      "averaging_share": [round(s, 3) for s in shares],
+                      **({"independent_speedup": round(statistics.median(ceilings) / one, 3),
+                          "independent_runs": [round(r) for r in ceilings]} if ceilings else {})}))
 
 
 if __name__ == "__main__":

