@@ -156,7 +156,7 @@ def main(argv):
                       f"{WORKERS.value}_workers_tokens_per_second": round(many, 1), "speedup": round(many / one, 3),
                       "one_worker_runs": [round(r) for r in ones],
                       f"{WORKERS.value}_workers_runs": [round(r) for r in manys],
-                      "averaging_share": [round(s, 3) for s in shares],
+                      **({"averaging_share": [round(s, 3) for s in shares]} if SYNC_EVERY.value > 1 else {}),
                       **({"independent_speedup": round(statistics.median(ceilings) / one, 3),
                           "independent_runs": [round(r) for r in ceilings]} if ceilings else {})}))
 
