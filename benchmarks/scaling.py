@@ -35,6 +35,8 @@ BATCH = flags.DEFINE_integer("batch_size", 256, "Global batch size.")
 ONE = flags.DEFINE_boolean("one", True, "Also time the 1-worker baseline.")
 SYNC_EVERY = flags.DEFINE_integer("sync_every", 1, "1: all-reduce gradients every step; K > 1: local SGD, "
                                   "weights averaged every K steps (as `nplm_tf.train --sync_every`).")
+BALANCE = flags.DEFINE_boolean("balance_workers", False, "With --sync_every=K > 1: deal each round's batches by "
+                               "worker speed (as `nplm_tf.train --balance_workers`).")
 INTEROP = flags.DEFINE_integer("interop_threads", 1, "TensorFlow inter-op threads per worker.")
 REPEATS = flags.DEFINE_integer("repeats", 3, "Alternating repeats of both configurations; medians are reported.")
 CEILING = flags.DEFINE_boolean("ceiling", False, "Also time N independent one-worker jobs at once, one per core "
@@ -52,26 +54,20 @@ def worker_main():
     from pipelines import corpus as corpus_lib
 
     strategy = cli.make_strategy("multi_worker")
-    config = Config(batch_size=BATCH.value, sync_every=SYNC_EVERY.value)
+    config = Config(batch_size=BATCH.value, sync_every=SYNC_EVERY.value, balance_workers=BALANCE.value)
     corpus = corpus_lib.brown_corpus()
     data = train_lib.prepare_data(config, corpus)
     local = config.sync_every > 1
     model, optimizer = multi_worker_lib.build(config, data.vocab.size, strategy, local=local)
-    if local:  # each worker steps through its own share of the global batches, then the weights are averaged
+    if local:  # each worker steps through its share of each round's global batches, then the weights are averaged
         workers = strategy.num_replicas_in_sync
         per_call = config.sync_every
         calls = max(1, STEPS.value // (per_call * workers))
-        train_steps = multi_worker_lib.make_local_train_steps(model, optimizer)
-        average = multi_worker_lib.make_average(model.trainable_variables, strategy)
-        dataset = multi_worker_lib.local_train_dataset(config, data, corpus, 0, (calls + 4) * per_call * workers,
-                                                       workers, multi_worker_lib.worker_index(strategy))
-        iterator = iter(dataset)
+        rounds = multi_worker_lib.LocalSGD(model, optimizer, strategy, config)
+        iterator = iter(rounds.dataset(config, data, corpus, 0, (calls + 4) * per_call * workers))
 
         def run_call():
-            train_steps(iterator, tf.constant(per_call))
-            train_steps_done = time.perf_counter()
-            average()
-            return time.perf_counter() - train_steps_done  # the averaging, with the wait for the slower worker
+            return rounds.round(iterator, per_call * workers)[1]  # the averaging, with the wait for the slower worker
     else:
         workers, per_call = 1, 16  # a step is a global batch
         calls = STEPS.value // per_call
@@ -91,8 +87,12 @@ def worker_main():
                           f"({available}).")
     for _ in range(4):  # warm-up: tracing, thread pools, input pipeline
         run_call()
+    if local:
+        rounds.finish()  # with --balance_workers: the warm-up's background average, so all workers start together
     start = time.perf_counter()
     averaging = sum(run_call() for _ in range(calls))
+    if local:
+        rounds.finish()  # ... and end together: the last background average is inside the window
     seconds = time.perf_counter() - start
     tokens = calls * per_call * workers * BATCH.value
     print(json.dumps({"tokens_per_second": tokens / seconds, "seconds": seconds, "averaging_seconds": averaging}),
@@ -112,7 +112,8 @@ def launch(workers: int, independent: bool = False) -> tuple[float, float]:
                    TF_CONFIG=json.dumps({"cluster": {"worker": cluster}, "task": {"type": "worker", "index": task}}))
         procs.append(subprocess.Popen(
             [sys.executable, "-m", "benchmarks.scaling", "--worker", f"--steps={STEPS.value}",
-             f"--batch_size={BATCH.value}", f"--sync_every={SYNC_EVERY.value}"],
+             f"--batch_size={BATCH.value}", f"--sync_every={SYNC_EVERY.value}",
+             f"--balance_workers={BALANCE.value}"],
             env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
             preexec_fn=lambda core=index: os.sched_setaffinity(0, {core % os.cpu_count()})))
     outputs = [p.communicate(timeout=1800) for p in procs]
@@ -152,6 +153,7 @@ def main(argv):
     one = statistics.median(ones) if ones else float("nan")
     many = statistics.median(manys)
     print(json.dumps({"batch_size": BATCH.value, "steps": STEPS.value, "sync_every": SYNC_EVERY.value,
+                      "balance_workers": BALANCE.value,
                       "one_worker_tokens_per_second": round(one, 1),
                       f"{WORKERS.value}_workers_tokens_per_second": round(many, 1), "speedup": round(many / one, 3),
                       "one_worker_runs": [round(r) for r in ones],

@@ -43,6 +43,7 @@ class Config:
     patience: int = 2  # epochs without a better valid perplexity before stopping
     seed: int = 1234
     sync_every: int = 1  # multi-worker: 1 all-reduces gradients each step; K > 1 averages weights every K local steps
+    balance_workers: bool = False  # local SGD: deal each round's batches by worker speed (not reproducible run to run)
 
     def __post_init__(self) -> None:
         _check(self.order >= 2, "order", self.order, "must be at least 2 (n-1 >= 1 context word)")
@@ -61,6 +62,8 @@ class Config:
         _check(self.shuffle_buffer >= 1, "shuffle_buffer", self.shuffle_buffer, "must be at least 1")
         _check(self.patience >= 1, "patience", self.patience, "must be at least 1")
         _check(self.sync_every >= 1, "sync_every", self.sync_every, "must be at least 1")
+        _check(not self.balance_workers or self.sync_every > 1, "balance_workers", self.balance_workers,
+               "needs sync_every > 1 (it deals the batches of local SGD's rounds)")
 
     @property
     def context_size(self) -> int:

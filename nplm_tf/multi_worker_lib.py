@@ -22,6 +22,16 @@ weights are averaged (local SGD, or periodic model averaging: 1/K of the
 communication, a different trajectory from synchronous SGD). At the end of
 each epoch the weights and the optimizer's moments are averaged, so every
 worker holds the same state and the checkpoint is the whole job's.
+
+With `config.balance_workers` as well, no worker waits for another: each
+round's W·K batches are dealt as contiguous shares in proportion to the
+workers' measured speeds (a faster core takes more), and each round's average,
+weighted by the shares, runs in a background thread while the next round
+trains and is applied one round late (see `LocalSGD`). Every batch of the
+epoch is still trained on exactly once and the epoch still ends with every
+worker in the same state, but the dealing depends on measured speeds, so such
+runs are not reproducible exactly (each epoch's dealing is recorded in
+history.json).
 """
 
 from __future__ import annotations
@@ -29,6 +39,7 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
+import threading
 import time
 
 import keras
@@ -92,10 +103,7 @@ def train_multi_worker(config: Config, model_dir: str, corpus: corpus_lib.Corpus
     steps = data.tokens["train"] // config.batch_size
     if local:
         steps -= steps % replicas  # every worker takes the same number of steps
-        train_steps = make_local_train_steps(model, optimizer)
-        average = make_average(model.trainable_variables, strategy)
-        average_all = make_average(model.trainable_variables + _float_variables(optimizer), strategy)
-        index = worker_index(strategy)
+        rounds = LocalSGD(model, optimizer, strategy, config)
     else:
         train_steps = make_train_steps(model, optimizer, strategy, config)
 
@@ -110,17 +118,18 @@ def train_multi_worker(config: Config, model_dir: str, corpus: corpus_lib.Corpus
         if callbacks_lib.patience_exhausted(valid_history, config.patience):
             break
         start = time.perf_counter()
+        extra = {}
         if local:
-            iterator = iter(local_train_dataset(config, data, corpus, epoch, steps, replicas, index))
+            iterator = iter(rounds.dataset(config, data, corpus, epoch, steps))
             nll, done = 0.0, 0
-            while done < steps // replicas:
-                count = min(config.sync_every, steps // replicas - done)
-                nll += float(train_steps(iterator, tf.constant(count)))
-                done += count
-                if done < steps // replicas:
-                    average()
-            average_all()  # weights and moments: every worker ends the epoch in the same state
+            while done < steps:
+                total = min(config.sync_every * replicas, steps - done)
+                done += total
+                nll += rounds.round(iterator, total, last=done == steps)[0]  # the last: weights and moments
             nll = all_reduce_sum(strategy, nll)
+            extra["batches_per_worker"] = all_gather_counts(strategy, rounds.batches)
+            if config.balance_workers:
+                extra["deals"] = rounds.deals  # the same on every worker: dealt from the exchanged rates
         else:
             iterator = distributed_train_dataset(config, data, corpus, epoch, steps, strategy)
             nll, done = 0.0, 0
@@ -133,7 +142,7 @@ def train_multi_worker(config: Config, model_dir: str, corpus: corpus_lib.Corpus
         record = {"epoch": epoch + 1, "train_loss": nll / (steps * config.batch_size),
                   "valid_perplexity": valid.perplexity, "seconds": seconds,
                   "tokens_per_second": steps * config.batch_size / seconds,
-                  "learning_rate": float(keras.ops.convert_to_numpy(optimizer.learning_rate))}
+                  "learning_rate": float(keras.ops.convert_to_numpy(optimizer.learning_rate)), **extra}
         valid_history.append(valid.perplexity)
         if chief:
             callbacks_lib.record_epoch(model_dir, model, epoch, record)
@@ -208,10 +217,13 @@ def local_train_dataset(config: Config, data: train_lib.Data, corpus: corpus_lib
 
 
 def make_local_train_steps(model, optimizer):
-    """A tf.function running `count` steps of this worker's own model on a plain iterator; returns Σ -ln P."""
+    """A tf.function that passes over `skip` batches of a plain iterator, then runs `count` steps of this worker's
+    own model on the next ones; returns Σ -ln P."""
 
     @tf.function
-    def train_steps(iterator, count):
+    def train_steps(iterator, count, skip):
+        for _ in tf.range(skip):
+            next(iterator)  # another worker's batch
         total = tf.constant(0.0)
         for _ in tf.range(count):
             context, target = next(iterator)
@@ -253,6 +265,186 @@ def make_average(variables: list, strategy: tf.distribute.Strategy):
             variable.assign(mean)
 
     return average
+
+
+def make_weighted_sum(sources: list, targets: list, strategy: tf.distribute.Strategy):
+    """A tf.function (weight, rate): each of `targets` set to Σ weight·source over the workers (the weights sum to
+    1, so a weighted mean); returns every worker's `rate` as a vector by replica id, from the same all-reduce."""
+    workers = strategy.num_replicas_in_sync
+
+    @tf.function
+    def weighted_sum(weight, rate):
+        def replica_fn():
+            replica = tf.distribute.get_replica_context().replica_id_in_sync_group
+            with tf.device(strategy.extended.worker_devices[0]):
+                values = [tf.identity(v) * tf.cast(weight, v.dtype) for v in sources]
+                rates = tf.one_hot(replica, workers) * tf.cast(rate, tf.float32)  # float32: packed with the values
+            return tf.distribute.get_replica_context().all_reduce(tf.distribute.ReduceOp.SUM, values + [rates],
+                                                                  options=_AVERAGE_OPTIONS)
+
+        sums = strategy.experimental_local_results(strategy.run(replica_fn))[0]
+        for target, value in zip(targets, sums[:-1]):
+            target.assign(value)
+        return sums[-1]
+
+    return weighted_sum
+
+
+def deal(total: int, rates: list[float] | None, workers: int) -> list[int]:
+    """`total` batches split among `workers` in proportion to `rates` (equal shares when None or not all positive).
+
+    Every worker gets at least one batch when `total` >= `workers`; the shares sum to `total`; leftovers go by
+    largest remainder, ties to the lower index, so every worker computes the same dealing from the same rates.
+    """
+    if not rates or len(rates) != workers or not all(r > 0 for r in rates):
+        rates = [1.0] * workers
+    quotas = [total * r / sum(rates) for r in rates]
+    counts = [int(q) for q in quotas]
+    if total >= workers:
+        counts = [max(1, c) for c in counts]
+    while sum(counts) > total:  # only after raising a share to 1: take from the largest
+        counts[max(range(workers), key=lambda i: (counts[i], -i))] -= 1
+    for i in sorted(range(workers), key=lambda i: (counts[i] - quotas[i], i))[:total - sum(counts)]:
+        counts[i] += 1
+    return counts
+
+
+class LocalSGD:
+    """One worker's side of local SGD (`config.sync_every` = K > 1): rounds of its own steps, each ended by an average.
+
+    A round covers the next W·K global batches of the epoch's shuffled stream (fewer in the epoch's last). The
+    epoch's last round averages the weights and the optimizer's moments, synchronously: every worker ends an
+    epoch in the same state.
+
+    Without `config.balance_workers`, worker i takes batches i, i+W, ... and each round ends with a plain mean of
+    the weights: every run deals the same way and is reproducible, but every round waits for the slowest worker.
+
+    With it, nobody waits:
+    - the round's batches are dealt as contiguous shares in proportion to each worker's speed (its batches per
+      second of its own steps, as the workers last exchanged them), so a faster core takes more;
+    - the average runs in a background thread while the next round trains: at the end of round r the worker
+      snapshots its weights s and starts the all-reduce of the shares' weighted mean m (weights: each worker's
+      share of the round's batches); at the end of round r+1 it takes m and sets w ← w + m − s, keeping the
+      steps it took meanwhile (averaging one round late).
+    """
+
+    def __init__(self, model, optimizer, strategy: tf.distribute.Strategy, config: Config):
+        check_local_sgd(strategy)
+        self.workers = strategy.num_replicas_in_sync
+        self.index = worker_index(strategy)
+        self.balance = config.balance_workers
+        self._train = make_local_train_steps(model, optimizer)
+        weights = model.trainable_variables
+        every = weights + _float_variables(optimizer)
+        if self.balance:
+            self._snapshot = [tf.Variable(v, trainable=False) for v in weights]
+            self._mean = [tf.Variable(v, trainable=False) for v in weights]
+            self._background = make_weighted_sum(self._snapshot, self._mean, strategy)
+            self._average_all = make_weighted_sum(every, every, strategy)
+            self._snap = _make_assign(self._snapshot, weights)
+            self._catch_up = _make_catch_up(weights, self._snapshot, self._mean)
+        else:
+            self._average = make_average(weights, strategy)
+            self._average_all = make_average(every, strategy)
+        self._pending: tuple[threading.Thread, dict] | None = None
+        self.rates: list[float] | None = None  # batches per second of each worker's share, as last exchanged
+        self.counts: list[int] = [0] * self.workers  # the last round's dealing
+        self.batches = 0  # this worker's batches in the epoch so far
+        self.deals: list[list[int]] = []  # the epoch's dealings so far, round by round
+        self._skip = 0  # batches of the stream before this worker's next share
+
+    def dataset(self, config: Config, data: train_lib.Data, corpus: corpus_lib.Corpus, epoch: int,
+                steps: int) -> tf.data.Dataset:
+        """The batches this worker reads in `epoch` (`steps` global batches): its own, or the whole stream."""
+        self.batches, self._skip, self.deals = 0, 0, []
+        if self.balance:  # the whole stream: each round's shares are dealt as it goes
+            return local_train_dataset(config, data, corpus, epoch, steps, 1, 0)
+        return local_train_dataset(config, data, corpus, epoch, steps, self.workers, self.index)
+
+    def round(self, iterator, total: int, last: bool = False) -> tuple[float, float]:
+        """Trains this worker's share of the next `total` global batches, then averages; returns Σ -ln P over its
+        share and the seconds spent averaging (with any wait for the other workers)."""
+        if self.balance:
+            self.counts = deal(total, self.rates, self.workers)
+            mine, skip = self.counts[self.index], self._skip + sum(self.counts[:self.index])
+            self._skip = sum(self.counts[self.index + 1:])
+        else:
+            self.counts = [total // self.workers] * self.workers
+            mine, skip = self.counts[self.index], 0
+        start = time.perf_counter()
+        nll = float(self._train(iterator, tf.constant(mine), tf.constant(skip)))
+        trained = time.perf_counter()
+        self.batches += mine
+        self.deals.append(self.counts)
+        if not self.balance:
+            (self._average_all if last else self._average)()
+            return nll, time.perf_counter() - trained
+        self.finish()  # the previous round's average: w ← w + m − s
+        weight = tf.constant(mine / total, tf.float64)
+        rate = tf.constant(mine / (trained - start) if mine else 0.0, tf.float64)
+        if last:
+            self._take_rates(self._average_all(weight, rate).numpy())
+        else:
+            self._snap()
+            result: dict = {}
+
+            def background():
+                try:
+                    result["rates"] = self._background(weight, rate).numpy()
+                except Exception as e:  # noqa: BLE001 - raised again in the training thread by finish()
+                    result["error"] = e
+
+            thread = threading.Thread(target=background, name="local-sgd-average", daemon=True)
+            thread.start()
+            self._pending = (thread, result)
+        return nll, time.perf_counter() - trained
+
+    def finish(self) -> None:
+        """Waits for the background average, if one runs, and moves this worker's weights onto it."""
+        if self._pending is None:
+            return
+        thread, result = self._pending
+        self._pending = None
+        thread.join()
+        if "error" in result:
+            raise result["error"]
+        self._catch_up()
+        self._take_rates(result["rates"])
+
+    def _take_rates(self, rates) -> None:
+        old = self.rates or [0.0] * self.workers
+        self.rates = [float(r) if r > 0 else o for r, o in zip(rates, old)]  # no share this round: the earlier speed
+
+
+def _make_assign(targets: list, sources: list):
+    @tf.function
+    def assign():
+        for target, source in zip(targets, sources):
+            target.assign(source)
+
+    return assign
+
+
+def _make_catch_up(weights: list, snapshot: list, mean: list):
+    @tf.function
+    def catch_up():
+        for w, s, m in zip(weights, snapshot, mean):
+            w.assign_add(m - s)
+
+    return catch_up
+
+
+def all_gather_counts(strategy: tf.distribute.Strategy, count: int) -> list[int]:
+    """Every worker's `count`, by replica id (one all-reduce)."""
+    workers = strategy.num_replicas_in_sync
+
+    def replica_fn():
+        replica = tf.distribute.get_replica_context().replica_id_in_sync_group
+        with tf.device(strategy.extended.worker_devices[0]):
+            return tf.one_hot(replica, workers, dtype=tf.float64) * count
+
+    total = strategy.reduce(tf.distribute.ReduceOp.SUM, strategy.run(replica_fn), axis=None)
+    return [int(round(c)) for c in total.numpy()]
 
 
 def all_reduce_sum(strategy: tf.distribute.Strategy, value: float) -> float:

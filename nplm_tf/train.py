@@ -42,6 +42,9 @@ flags.DEFINE_integer("seed", _D.seed, "Random seed (initialization and data orde
 flags.DEFINE_integer("sync_every", _D.sync_every, "--strategy=multi_worker: 1 all-reduces the gradients every step "
                      "(synchronous SGD); K > 1 lets each worker take K steps on its own batches, then averages the "
                      "weights (local SGD: 1/K of the communication).")
+flags.DEFINE_boolean("balance_workers", _D.balance_workers, "With --sync_every=K > 1: deal each round's batches "
+                     "in proportion to each worker's speed in the previous round, so a faster worker takes more and "
+                     "none waits long for the slowest (the run is then not reproducible exactly).")
 
 FLAGS = flags.FLAGS
 

@@ -38,3 +38,9 @@ def test_no_hidden_units_needs_direct_connections():
     assert Config(hidden_dim=0, direct=True).hidden_dim == 0
     with pytest.raises(ConfigError, match="^hidden_dim=0"):
         Config(hidden_dim=0)
+
+
+def test_balancing_workers_needs_local_sgd():
+    assert Config(sync_every=4, balance_workers=True).balance_workers
+    with pytest.raises(ConfigError, match=r"^balance_workers=True needs sync_every > 1"):
+        Config(balance_workers=True)

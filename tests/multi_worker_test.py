@@ -113,21 +113,19 @@ def test_a_killed_worker_and_a_restarted_job_resume_from_the_checkpoint(corpus, 
     assert json.load(open(os.path.join(model_dir, "metrics.json")))["config"]["epochs"] == 3
 
 
-def test_local_sgd_on_one_worker_is_synchronous_training(corpus, one_process, tmp_path):
+@pytest.mark.parametrize("balance", [[], ["--balance_workers"]])
+def test_local_sgd_on_one_worker_is_synchronous_training(corpus, one_process, tmp_path, balance):
     model_dir = str(tmp_path / "local1")
     result = helpers.run_binary("nplm_tf.train", "--strategy=multi_worker", f"--model_dir={model_dir}", "--epochs=2",
-                                "--sync_every=4", *TINY, *corpus)
+                                "--sync_every=4", *balance, *TINY, *corpus)
     assert result.returncode == 0, result.stderr[-3000:]
     for a, b in zip(history(one_process), history(model_dir), strict=True):
         assert b["train_loss"] == pytest.approx(a["train_loss"], rel=1e-5)
         assert b["valid_perplexity"] == pytest.approx(a["valid_perplexity"], rel=1e-5)
 
 
-def simulate_local_sgd(corpus_flags, workers, sync_every, epochs):
-    """Local SGD by hand in this process: one model per worker, weights averaged every `sync_every` steps."""
-    import numpy as np
-    import tensorflow as tf
-
+def local_sgd_copies(corpus_flags, workers, epochs):
+    """The TINY config, the corpus and its data, and one (model, optimizer, train steps) per worker."""
     from nplm_tf import multi_worker_lib, train_lib
     from nplm_tf.config import Config
     from pipelines import corpus as corpus_lib
@@ -136,7 +134,7 @@ def simulate_local_sgd(corpus_flags, workers, sync_every, epochs):
     config = Config(order=int(flags["order"]), feature_dim=int(flags["feature_dim"]),
                     hidden_dim=int(flags["hidden_dim"]), min_count=1, batch_size=int(flags["batch_size"]),
                     learning_rate=0.01, lr_decay=0.0, weight_decay=0.001, precision="float32", shuffle_buffer=64,
-                    epochs=epochs, sync_every=sync_every)
+                    epochs=epochs)
     paths = dict(f[2:].split("=", 1) for f in corpus_flags[1:])
     corpus = corpus_lib.files_corpus(paths["train_files"], paths["valid_files"], paths["test_files"])
     data = train_lib.prepare_data(config, corpus)
@@ -145,6 +143,17 @@ def simulate_local_sgd(corpus_flags, workers, sync_every, epochs):
         model, optimizer = multi_worker_lib.build(config, data.vocab.size, None, local=True)
         train_lib.init_output_bias(model, data.vocab)
         copies.append((model, optimizer, multi_worker_lib.make_local_train_steps(model, optimizer)))
+    return config, corpus, data, copies
+
+
+def simulate_local_sgd(corpus_flags, workers, sync_every, epochs):
+    """Local SGD by hand in this process: one model per worker, weights averaged every `sync_every` steps."""
+    import numpy as np
+    import tensorflow as tf
+
+    from nplm_tf import multi_worker_lib
+
+    config, corpus, data, copies = local_sgd_copies(corpus_flags, workers, epochs)
 
     def average(get):
         for group in zip(*(get(model, optimizer) for model, optimizer, _ in copies)):
@@ -161,7 +170,8 @@ def simulate_local_sgd(corpus_flags, workers, sync_every, epochs):
         nll, done = 0.0, 0
         while done < steps // workers:
             count = min(sync_every, steps // workers - done)
-            nll += sum(float(train(it, tf.constant(count))) for (_, _, train), it in zip(copies, iterators))
+            nll += sum(float(train(it, tf.constant(count), tf.constant(0)))
+                       for (_, _, train), it in zip(copies, iterators))
             done += count
             average(lambda m, o: m.trainable_variables)
         average(lambda m, o: multi_worker_lib._float_variables(o))
@@ -196,3 +206,123 @@ def test_sync_every_needs_the_multi_worker_strategy(corpus, tmp_path):
     assert helpers.error_lines(result.stderr) == [
         "error: sync_every=4 needs --strategy=multi_worker (other strategies all-reduce gradients every step)."]
     assert not os.path.exists(tmp_path / "m")
+
+
+@pytest.mark.parametrize("total,rates,workers,expected", [
+    (64, None, 2, [32, 32]),
+    (64, [3.0, 1.0], 2, [48, 16]),
+    (64, [30.0, 34.0], 2, [30, 34]),
+    (7, [1.0, 1.0, 1.0], 3, [3, 2, 2]),  # leftovers by largest remainder, ties to the lower index
+    (10, [1000.0, 1.0], 2, [9, 1]),  # every worker keeps at least one batch
+    (2, [1.0, 5.0, 1.0], 3, [0, 2, 0]),  # fewer batches than workers
+    (6, [0.0, 2.0], 2, [3, 3]),  # a speed not measured yet: equal shares
+])
+def test_deal_splits_a_round_by_speed(total, rates, workers, expected):
+    from nplm_tf import multi_worker_lib
+
+    assert multi_worker_lib.deal(total, rates, workers) == expected
+
+
+def test_deal_always_hands_out_every_batch():
+    import random
+
+    from nplm_tf import multi_worker_lib
+
+    rng = random.Random(0)
+    for _ in range(500):
+        workers = rng.randint(1, 5)
+        total = rng.randint(0, 100)
+        rates = [rng.uniform(0.1, 50.0) for _ in range(workers)]
+        counts = multi_worker_lib.deal(total, rates, workers)
+        assert sum(counts) == total and min(counts) >= (1 if total >= workers else 0)
+
+
+def test_local_train_steps_pass_over_the_skipped_batches():
+    import tensorflow as tf
+
+    from nplm_tf import model as model_lib
+    from nplm_tf import multi_worker_lib
+    from nplm_tf.config import Config
+
+    config = Config(order=3, feature_dim=4, hidden_dim=8, precision="float32", sync_every=2)
+    model = model_lib.build_model(config, 40)
+    optimizer = model_lib.make_optimizer(config)
+    optimizer.build(model.trainable_variables)
+    train = multi_worker_lib.make_local_train_steps(model, optimizer)
+    batches = tf.data.Dataset.range(30).map(lambda i: (tf.fill([2, 2], tf.cast(i, tf.int32)),
+                                                       tf.fill([2], tf.cast(i, tf.int32))))
+    iterator = iter(batches)
+    train(iterator, tf.constant(3), tf.constant(5))  # batches 0-4 passed over, 5-7 trained on
+    assert int(optimizer.iterations.numpy()) == 3
+    assert int(next(iterator)[1][0]) == 8
+
+
+def simulate_balanced_local_sgd(corpus_flags, workers, epochs, deals):
+    """`--balance_workers` by hand: contiguous shares as dealt in `deals` (by epoch, by round), each round's
+    weighted mean taken one round late (w += m - s), and a synchronous weighted mean of everything at the end."""
+    import numpy as np
+    import tensorflow as tf
+
+    from nplm_tf import multi_worker_lib
+
+    config, corpus, data, copies = local_sgd_copies(corpus_flags, workers, epochs)
+    steps = data.tokens["train"] // config.batch_size
+    steps -= steps % workers
+    losses = []
+
+    def weighted(groups, shares):
+        for group in groups:
+            total = sum(v.numpy() * np.float32(f) for v, f in zip(group, shares))
+            for v in group:
+                v.assign(total)
+
+    for epoch in range(epochs):
+        iterators = [iter(multi_worker_lib.local_train_dataset(config, data, corpus, epoch, steps, 1, 0))
+                     for _ in range(workers)]
+        skips, nll, pending = [0] * workers, 0.0, None
+        for r, counts in enumerate(deals[epoch]):
+            total = sum(counts)
+            for i, ((_, _, train), it) in enumerate(zip(copies, iterators)):
+                skip = skips[i] + sum(counts[:i])
+                skips[i] = sum(counts[i + 1:])
+                nll += float(train(it, tf.constant(counts[i]), tf.constant(skip)))
+            if pending is not None:
+                snapshots, mean = pending
+                for (model, _, _), snapshot in zip(copies, snapshots):
+                    for w, s, m in zip(model.trainable_variables, snapshot, mean):
+                        w.assign_add(m - s)
+            shares = [c / total for c in counts]
+            if r == len(deals[epoch]) - 1:
+                weighted(zip(*(m.trainable_variables + multi_worker_lib._float_variables(o) for m, o, _ in copies)),
+                         shares)
+                pending = None
+            else:
+                snapshots = [[v.numpy() for v in m.trainable_variables] for m, _, _ in copies]
+                mean = [sum(s * np.float32(f) for s, f in zip(group, shares)) for group in zip(*snapshots)]
+                pending = (snapshots, mean)
+        losses.append(nll / (steps * config.batch_size))
+    return copies[0][0], losses
+
+
+def test_balanced_workers_equal_their_dealing_done_by_hand(corpus, tmp_path):
+    import numpy as np
+
+    model_dir = str(tmp_path / "balanced")
+    procs, _ = start_workers(model_dir, 2, corpus, extra=["--sync_every=3", "--balance_workers", "--patience=5"])
+    finish(procs)
+    records = history(model_dir)
+    steps = sum(records[0]["batches_per_worker"])
+    for record in records:  # every global batch of the epoch dealt once, in rounds of W*K
+        assert sum(record["batches_per_worker"]) == steps
+        assert [sum(c) for c in record["deals"]] == [6] * (steps // 6) + ([steps % 6] if steps % 6 else [])
+        assert [sum(c[i] for c in record["deals"]) for i in range(2)] == record["batches_per_worker"]
+    model, losses = simulate_balanced_local_sgd(corpus, 2, 2, [r["deals"] for r in records])
+    assert [r["train_loss"] for r in records] == pytest.approx(losses, rel=1e-5)
+    best = 1 + int(np.argmin([r["valid_perplexity"] for r in records]))
+    if best == 2:
+        saved = model.get_layer("nplm")
+        expected = [w.numpy() for w in saved.weights]
+        model.load_weights(os.path.join(model_dir, "best.weights.h5"))
+        for want, got in zip(expected, saved.weights):
+            np.testing.assert_allclose(got.numpy(), want, rtol=1e-5, atol=1e-6)
+    assert json.load(open(os.path.join(model_dir, "metrics.json")))["config"]["balance_workers"] is True
