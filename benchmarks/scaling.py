@@ -1,6 +1,6 @@
 """Multi-worker scaling on one machine: 1 worker on 1 core against N workers on N cores.
 
-    NLTK_DATA=../shared/nltk_data python -m benchmarks.scaling --workers=2 [--sync_every=K]
+    NLTK_DATA=../shared/nltk_data python -m benchmarks.scaling --workers=2 [--sync_every=K [--balance_workers]]
 
 Launches each configuration as real MultiWorkerMirroredStrategy worker
 processes on 127.0.0.1 (TF_CONFIG), each pinned to its own core with one
@@ -8,13 +8,19 @@ TensorFlow thread pool thread, training the Brown MLP9 configuration (the
 defaults) with the same custom loop as `nplm_tf.train --strategy=multi_worker`
 at the same global batch. After warm-up, the chief times `--steps` global
 batches and prints predicted tokens per second; the script prints one JSON
-line with the 1-worker rate, the N-worker rate and their ratio. With
+line with the 1-worker rate, the N-worker rate and their ratio (medians over
+`--repeats`; `pair_speedups` are the ratios within each repeat, where one
+and N workers ran a minute apart, and their median). With
 `--sync_every=K` both configurations run local SGD (`nplm_tf.train
 --sync_every=K`): each worker takes K steps on whole batches of its own, then
 the weights are averaged; one worker then runs the same loop with no peer,
 and `averaging_share` is, per N-worker run, the largest share of a
 worker's timed window spent averaging (the all-reduce and the wait for the
-slower worker). `--ceiling` adds a third configuration to each repeat: N
+slower worker). `--balance_workers` runs local SGD as `nplm_tf.train
+--balance_workers` does: shares dealt by worker speed, the average in a
+background thread applied one round late; the timed window then starts and
+ends when every worker has finished an average, so it holds all the
+waiting. `--ceiling` adds a third configuration to each repeat: N
 one-worker jobs at once, one per core, with no communication at all; their
 summed rate over the 1-worker rate (`independent_speedup`) is what this
 machine's cores allow, whatever the distribution code does.
@@ -141,6 +147,9 @@ def main(argv):
     if REPEATS.value < 1 or WORKERS.value < 1 or STEPS.value < 1:
         raise ConfigError(f"repeats={REPEATS.value}, workers={WORKERS.value} and steps={STEPS.value} "
                           "must be at least 1.")
+    from nplm_tf.config import Config
+
+    Config(batch_size=BATCH.value, sync_every=SYNC_EVERY.value, balance_workers=BALANCE.value)  # bad values: now
     ones, manys, shares, ceilings = [], [], [], []
     for _ in range(REPEATS.value):  # alternating, so a slow stretch of the host hits every configuration
         if ONE.value:
@@ -158,6 +167,9 @@ def main(argv):
                       f"{WORKERS.value}_workers_tokens_per_second": round(many, 1), "speedup": round(many / one, 3),
                       "one_worker_runs": [round(r) for r in ones],
                       f"{WORKERS.value}_workers_runs": [round(r) for r in manys],
+                      **({"pair_speedups": [round(m / o, 3) for m, o in zip(manys, ones)],
+                          "pair_speedup_median": round(statistics.median(m / o for m, o in zip(manys, ones)), 3)}
+                         if ones else {}),
                       **({"averaging_share": [round(s, 3) for s in shares]} if SYNC_EVERY.value > 1 else {}),
                       **({"independent_speedup": round(statistics.median(ceilings) / one, 3),
                           "independent_runs": [round(r) for r in ceilings]} if ceilings else {})}))
