@@ -113,11 +113,10 @@ def test_a_killed_worker_and_a_restarted_job_resume_from_the_checkpoint(corpus, 
     assert json.load(open(os.path.join(model_dir, "metrics.json")))["config"]["epochs"] == 3
 
 
-@pytest.mark.parametrize("balance", [[], ["--balance_workers"]])
-def test_local_sgd_on_one_worker_is_synchronous_training(corpus, one_process, tmp_path, balance):
+def test_local_sgd_on_one_worker_is_synchronous_training(corpus, one_process, tmp_path):
     model_dir = str(tmp_path / "local1")
     result = helpers.run_binary("nplm_tf.train", "--strategy=multi_worker", f"--model_dir={model_dir}", "--epochs=2",
-                                "--sync_every=4", *balance, *TINY, *corpus)
+                                "--sync_every=4", *TINY, *corpus)
     assert result.returncode == 0, result.stderr[-3000:]
     for a, b in zip(history(one_process), history(model_dir), strict=True):
         assert b["train_loss"] == pytest.approx(a["train_loss"], rel=1e-5)
