@@ -42,7 +42,7 @@ ONE = flags.DEFINE_boolean("one", True, "Also time the 1-worker baseline.")
 SYNC_EVERY = flags.DEFINE_integer("sync_every", 1, "1: all-reduce gradients every step; K > 1: local SGD, "
                                   "weights averaged every K steps (as `nplm_tf.train --sync_every`).")
 BALANCE = flags.DEFINE_boolean("balance_workers", False, "With --sync_every=K > 1: deal each round's batches by "
-                               "worker speed (as `nplm_tf.train --balance_workers`).")
+                               "worker speed and average in the background (as `nplm_tf.train --balance_workers`).")
 INTEROP = flags.DEFINE_integer("interop_threads", 1, "TensorFlow inter-op threads per worker.")
 REPEATS = flags.DEFINE_integer("repeats", 3, "Alternating repeats of both configurations; medians are reported.")
 CEILING = flags.DEFINE_boolean("ceiling", False, "Also time N independent one-worker jobs at once, one per core "

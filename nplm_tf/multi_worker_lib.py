@@ -127,9 +127,9 @@ def train_multi_worker(config: Config, model_dir: str, corpus: corpus_lib.Corpus
                 done += total
                 nll += rounds.round(iterator, total, last=done == steps)[0]  # the last: weights and moments
             nll = all_reduce_sum(strategy, nll)
-            extra["batches_per_worker"] = all_gather_counts(strategy, rounds.batches)
+            extra["batches_per_worker"] = rounds.batches_per_worker()
             if config.balance_workers:
-                extra["deals"] = rounds.deals  # the same on every worker: dealt from the exchanged rates
+                extra["deals"] = rounds.deals
         else:
             iterator = distributed_train_dataset(config, data, corpus, epoch, steps, strategy)
             nll, done = 0.0, 0
@@ -249,18 +249,24 @@ def _float_variables(optimizer) -> list:
 _AVERAGE_OPTIONS = tf.distribute.experimental.CommunicationOptions(bytes_per_pack=4 << 20)
 
 
+def _all_reduce(strategy: tf.distribute.Strategy, op: tf.distribute.ReduceOp, values_fn) -> list:
+    """This worker's result of one packed all-reduce of the tensors `values_fn(replica id)` makes (in a tf.function)."""
+
+    def replica_fn():
+        replica = tf.distribute.get_replica_context().replica_id_in_sync_group
+        with tf.device(strategy.extended.worker_devices[0]):  # all_reduce sends to the values' device
+            values = values_fn(replica)
+        return tf.distribute.get_replica_context().all_reduce(op, values, options=_AVERAGE_OPTIONS)
+
+    return strategy.experimental_local_results(strategy.run(replica_fn))[0]
+
+
 def make_average(variables: list, strategy: tf.distribute.Strategy):
     """A tf.function that sets each of this worker's `variables` to its mean over all workers (one all-reduce)."""
 
     @tf.function
     def average():
-        def replica_fn():
-            with tf.device(strategy.extended.worker_devices[0]):  # all_reduce sends to the values' device
-                values = [tf.identity(v) for v in variables]
-            return tf.distribute.get_replica_context().all_reduce(tf.distribute.ReduceOp.MEAN, values,
-                                                                  options=_AVERAGE_OPTIONS)
-
-        means = strategy.experimental_local_results(strategy.run(replica_fn))[0]
+        means = _all_reduce(strategy, tf.distribute.ReduceOp.MEAN, lambda _: [tf.identity(v) for v in variables])
         for variable, mean in zip(variables, means):
             variable.assign(mean)
 
@@ -274,15 +280,9 @@ def make_weighted_sum(sources: list, targets: list, strategy: tf.distribute.Stra
 
     @tf.function
     def weighted_sum(weight, rate):
-        def replica_fn():
-            replica = tf.distribute.get_replica_context().replica_id_in_sync_group
-            with tf.device(strategy.extended.worker_devices[0]):
-                values = [tf.identity(v) * tf.cast(weight, v.dtype) for v in sources]
-                rates = tf.one_hot(replica, workers) * tf.cast(rate, tf.float32)  # float32: packed with the values
-            return tf.distribute.get_replica_context().all_reduce(tf.distribute.ReduceOp.SUM, values + [rates],
-                                                                  options=_AVERAGE_OPTIONS)
-
-        sums = strategy.experimental_local_results(strategy.run(replica_fn))[0]
+        sums = _all_reduce(strategy, tf.distribute.ReduceOp.SUM, lambda replica: (
+            [tf.identity(v) * tf.cast(weight, v.dtype) for v in sources]
+            + [tf.one_hot(replica, workers) * tf.cast(rate, tf.float32)]))  # float32: packed with the values
         for target, value in zip(targets, sums[:-1]):
             target.assign(value)
         return sums[-1]
@@ -348,15 +348,13 @@ class LocalSGD:
             self._average_all = make_average(every, strategy)
         self._pending: tuple[threading.Thread, dict] | None = None
         self.rates: list[float] | None = None  # batches per second of each worker's share, as last exchanged
-        self.counts: list[int] = [0] * self.workers  # the last round's dealing
-        self.batches = 0  # this worker's batches in the epoch so far
-        self.deals: list[list[int]] = []  # the epoch's dealings so far, round by round
+        self.deals: list[list[int]] = []  # the epoch's dealings so far, round by round (the same on every worker)
         self._skip = 0  # batches of the stream before this worker's next share
 
     def dataset(self, config: Config, data: train_lib.Data, corpus: corpus_lib.Corpus, epoch: int,
                 steps: int) -> tf.data.Dataset:
         """The batches this worker reads in `epoch` (`steps` global batches): its own, or the whole stream."""
-        self.batches, self._skip, self.deals = 0, 0, []
+        self._skip, self.deals = 0, []
         if self.balance:  # the whole stream: each round's shares are dealt as it goes
             return local_train_dataset(config, data, corpus, epoch, steps, 1, 0)
         return local_train_dataset(config, data, corpus, epoch, steps, self.workers, self.index)
@@ -365,17 +363,16 @@ class LocalSGD:
         """Trains this worker's share of the next `total` global batches, then averages; returns Σ -ln P over its
         share and the seconds spent averaging (with any wait for the other workers)."""
         if self.balance:
-            self.counts = deal(total, self.rates, self.workers)
-            mine, skip = self.counts[self.index], self._skip + sum(self.counts[:self.index])
-            self._skip = sum(self.counts[self.index + 1:])
+            counts = deal(total, self.rates, self.workers)
+            mine, skip = counts[self.index], self._skip + sum(counts[:self.index])
+            self._skip = sum(counts[self.index + 1:])
         else:
-            self.counts = [total // self.workers] * self.workers
-            mine, skip = self.counts[self.index], 0
+            counts = [total // self.workers] * self.workers
+            mine, skip = counts[self.index], 0
         start = time.perf_counter()
         nll = float(self._train(iterator, tf.constant(mine), tf.constant(skip)))
         trained = time.perf_counter()
-        self.batches += mine
-        self.deals.append(self.counts)
+        self.deals.append(counts)
         if not self.balance:
             (self._average_all if last else self._average)()
             return nll, time.perf_counter() - trained
@@ -411,6 +408,10 @@ class LocalSGD:
         self._catch_up()
         self._take_rates(result["rates"])
 
+    def batches_per_worker(self) -> list[int]:
+        """Each worker's batches in the epoch so far, from the dealings every worker shares."""
+        return [sum(counts[i] for counts in self.deals) for i in range(self.workers)]
+
     def _take_rates(self, rates) -> None:
         old = self.rates or [0.0] * self.workers
         self.rates = [float(r) if r > 0 else o for r, o in zip(rates, old)]  # no share this round: the earlier speed
@@ -432,19 +433,6 @@ def _make_catch_up(weights: list, snapshot: list, mean: list):
             w.assign_add(m - s)
 
     return catch_up
-
-
-def all_gather_counts(strategy: tf.distribute.Strategy, count: int) -> list[int]:
-    """Every worker's `count`, by replica id (one all-reduce)."""
-    workers = strategy.num_replicas_in_sync
-
-    def replica_fn():
-        replica = tf.distribute.get_replica_context().replica_id_in_sync_group
-        with tf.device(strategy.extended.worker_devices[0]):
-            return tf.one_hot(replica, workers, dtype=tf.float64) * count
-
-    total = strategy.reduce(tf.distribute.ReduceOp.SUM, strategy.run(replica_fn), axis=None)
-    return [int(round(c)) for c in total.numpy()]
 
 
 def all_reduce_sum(strategy: tf.distribute.Strategy, value: float) -> float:

@@ -43,8 +43,8 @@ flags.DEFINE_integer("sync_every", _D.sync_every, "--strategy=multi_worker: 1 al
                      "(synchronous SGD); K > 1 lets each worker take K steps on its own batches, then averages the "
                      "weights (local SGD: 1/K of the communication).")
 flags.DEFINE_boolean("balance_workers", _D.balance_workers, "With --sync_every=K > 1: deal each round's batches "
-                     "in proportion to each worker's speed in the previous round, so a faster worker takes more and "
-                     "none waits long for the slowest (the run is then not reproducible exactly).")
+                     "in proportion to the workers' measured speeds and average in a background thread, one round "
+                     "late, so no worker waits for another (the run is then not reproducible exactly).")
 
 FLAGS = flags.FLAGS
 
