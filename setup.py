@@ -19,7 +19,9 @@ setup(
         "matplotlib==3.10.3",  # the search's results.png
         "numpy>=1.26,<3",
     ],
-    extras_require={"test": ["pytest==9.2.0", "kenlm==0.3.0"]},  # kenlm: ARPA round-trip test
+    extras_require={
+        "test": ["pytest==9.2.0", "kenlm==0.3.0", "ruff==0.17.6"]
+    },  # kenlm: ARPA round trip; ruff: format check
     entry_points={
         "console_scripts": [
             "nplm-train=nplm_tf.train:run",

@@ -4,38 +4,41 @@
 
 Trains exactly as `python -m nplm_tf.train` does (any training flag may be
 added) and prints one JSON line: valid and test perplexity, the ratio to
-KenLM's modified Kneser-Ney 5-gram on the same protocol (BENCHMARK.md), the
+KenLM's modified Kneser-Ney 5-gram on the same protocol (benchmarks/README.md), the
 training seconds (epochs only) and the wall-clock seconds of the whole run.
 """
 
 import json
 import time
 
-from nplm_tf import cli
 from nplm_tf import train as train_binary  # its flags and config_from_flags
-from pipelines import corpus_flags
+from pipelines import app, corpus_flags
 
-KENLM_5GRAM_TEST = 200.02  # BENCHMARK.md, modified Kneser-Ney order 5, test split
+KENLM_5GRAM_TEST = 200.02  # the Brown protocol, KenLM modified Kneser-Ney order 5, test split
 
 
 def main(argv):
-    from nplm_tf import train_lib
+    from nplm_tf.training import trainer
 
     start = time.perf_counter()
     config = train_binary.config_from_flags()
-    metrics = train_lib.train_and_evaluate(config, train_binary.MODEL_DIR.value, corpus_flags.corpus_from_flags())
-    print(json.dumps({
-        "valid_perplexity": round(metrics["valid_perplexity"], 2),
-        "test_perplexity": round(metrics["test_perplexity"], 2),
-        "test_ratio_to_kenlm_kn5": round(metrics["test_perplexity"] / KENLM_5GRAM_TEST, 3),
-        "best_epoch": metrics["best_epoch"],
-        "epochs_run": len(metrics["epochs"]),
-        "train_seconds": round(metrics["train_seconds"]),
-        "wall_seconds": round(time.perf_counter() - start),
-        "tokens_per_second": [round(e["tokens_per_second"]) for e in metrics["epochs"]],
-        "config": metrics["config"],
-    }))
+    metrics = trainer.train_and_evaluate(config, train_binary.MODEL_DIR.value, corpus_flags.corpus_from_flags())
+    print(
+        json.dumps(
+            {
+                "valid_perplexity": round(metrics["valid_perplexity"], 2),
+                "test_perplexity": round(metrics["test_perplexity"], 2),
+                "test_ratio_to_kenlm_kn5": round(metrics["test_perplexity"] / KENLM_5GRAM_TEST, 3),
+                "best_epoch": metrics["best_epoch"],
+                "epochs_run": len(metrics["epochs"]),
+                "train_seconds": round(metrics["train_seconds"]),
+                "wall_seconds": round(time.perf_counter() - start),
+                "tokens_per_second": [round(e["tokens_per_second"]) for e in metrics["epochs"]],
+                "config": metrics["config"],
+            }
+        )
+    )
 
 
 if __name__ == "__main__":
-    cli.run(main)
+    app.run(main)

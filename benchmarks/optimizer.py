@@ -15,12 +15,12 @@ import time
 
 from absl import flags
 
-from nplm_tf import cli
+from pipelines import app
 
 DIRECT = flags.DEFINE_boolean("direct", False, "Include the direct connections W ((n-1)m × |V|).")
 STEPS = flags.DEFINE_integer("steps", 100, "Timed steps per repeat.")
 REPEATS = flags.DEFINE_integer("repeats", 3, "Repeats; the median is reported.")
-VOCAB = 14_118  # Brown's |V| under BENCHMARK.md
+VOCAB = 14_118  # Brown's |V| under the Brown protocol
 
 
 def time_optimizer(make, shapes, steps, repeats):
@@ -49,8 +49,8 @@ def time_optimizer(make, shapes, steps, repeats):
 def main(argv):
     import keras
 
-    from nplm_tf import model as model_lib
     from nplm_tf.config import Config, ConfigError
+    from nplm_tf.network import optimizers
 
     if STEPS.value < 1 or REPEATS.value < 1:
         raise ConfigError(f"steps={STEPS.value} and repeats={REPEATS.value} must be at least 1.")
@@ -60,9 +60,11 @@ def main(argv):
     if config.direct:
         shapes.append((n1m, VOCAB))
     result = {"shapes": shapes, "floats": sum(math.prod(s) for s in shapes)}
-    for name, make in (("keras_adam", lambda: keras.optimizers.Adam(1e-3)),
-                       ("fused_adam", lambda: model_lib.FusedAdam(1e-3)),
-                       ("sgd", lambda: keras.optimizers.SGD(1e-3))):
+    for name, make in (
+        ("keras_adam", lambda: keras.optimizers.Adam(1e-3)),
+        ("fused_adam", lambda: optimizers.FusedAdam(1e-3)),
+        ("sgd", lambda: keras.optimizers.SGD(1e-3)),
+    ):
         median, times = time_optimizer(make, shapes, STEPS.value, REPEATS.value)
         result[name + "_ms"] = round(median, 2)
         result[name + "_ms_runs"] = [round(t, 2) for t in times]
@@ -70,4 +72,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-    cli.run(main)
+    app.run(main)

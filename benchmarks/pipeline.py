@@ -18,7 +18,7 @@ import time
 
 from absl import flags
 
-from nplm_tf import cli
+from pipelines import app
 
 REPEAT = flags.DEFINE_integer("repeat", 10, "How many copies of Brown's train split make the large corpus.")
 FILE = flags.DEFINE_string("file", None, "Internal: measure this one file and print JSON.")
@@ -35,8 +35,9 @@ def measure(path: str) -> dict:
     vocab = vocabulary.build(split, config.min_count)
     _, tokens, lines = vocabulary.count_split(split)
     prepare = time.perf_counter() - start
-    ds = windows.window_dataset(split, vocab, config.order, 256, tokens + lines, shuffle=True,
-                                shuffle_buffer=config.shuffle_buffer, seed=1)
+    ds = windows.window_dataset(
+        split, vocab, config.order, 256, tokens + lines, shuffle=True, shuffle_buffer=config.shuffle_buffer, seed=1
+    )
     start = time.perf_counter()
     seen = 0
     for _, target in ds:
@@ -64,11 +65,15 @@ def main(argv):
             with open(path, "w", encoding="utf-8") as f:
                 for _ in range(copies):
                     f.writelines(line + "\n" for line in lines)
-            out = subprocess.run([sys.executable, "-m", "benchmarks.pipeline", f"--file={path}"],
-                                 capture_output=True, text=True, check=True)
+            out = subprocess.run(
+                [sys.executable, "-m", "benchmarks.pipeline", f"--file={path}"],
+                capture_output=True,
+                text=True,
+                check=True,
+            )
             results[name] = json.loads(out.stdout.strip().splitlines()[-1])
     print(json.dumps(results))
 
 
 if __name__ == "__main__":
-    cli.run(main)
+    app.run(main)

@@ -33,20 +33,33 @@ import sys
 
 from absl import flags
 
-from nplm_tf import cli
+from nplm_tf.distributed import strategies
+from pipelines import app
 
 WORKERS = flags.DEFINE_integer("workers", 2, "Workers (one core each) to compare with one.")
 STEPS = flags.DEFINE_integer("steps", 160, "Timed training steps (global batches).")
 BATCH = flags.DEFINE_integer("batch_size", 256, "Global batch size.")
 ONE = flags.DEFINE_boolean("one", True, "Also time the 1-worker baseline.")
-SYNC_EVERY = flags.DEFINE_integer("sync_every", 1, "1: all-reduce gradients every step; K > 1: local SGD, "
-                                  "weights averaged every K steps (as `nplm_tf.train --sync_every`).")
-BALANCE = flags.DEFINE_boolean("balance_workers", False, "With --sync_every=K > 1: deal each round's batches by "
-                               "worker speed and average in the background (as `nplm_tf.train --balance_workers`).")
+SYNC_EVERY = flags.DEFINE_integer(
+    "sync_every",
+    1,
+    "1: all-reduce gradients every step; K > 1: local SGD, "
+    "weights averaged every K steps (as `nplm_tf.train --sync_every`).",
+)
+BALANCE = flags.DEFINE_boolean(
+    "balance_workers",
+    False,
+    "With --sync_every=K > 1: deal each round's batches by "
+    "worker speed and average in the background (as `nplm_tf.train --balance_workers`).",
+)
 INTEROP = flags.DEFINE_integer("interop_threads", 1, "TensorFlow inter-op threads per worker.")
 REPEATS = flags.DEFINE_integer("repeats", 3, "Alternating repeats of both configurations; medians are reported.")
-CEILING = flags.DEFINE_boolean("ceiling", False, "Also time N independent one-worker jobs at once, one per core "
-                               "(no communication): the most N workers could reach on this machine.")
+CEILING = flags.DEFINE_boolean(
+    "ceiling",
+    False,
+    "Also time N independent one-worker jobs at once, one per core "
+    "(no communication): the most N workers could reach on this machine.",
+)
 ROLE = flags.DEFINE_boolean("worker", False, "Internal: run as one worker (TF_CONFIG set by the launcher).")
 
 
@@ -55,21 +68,22 @@ def worker_main():
 
     import tensorflow as tf
 
-    from nplm_tf import multi_worker_lib, train_lib
     from nplm_tf.config import Config
+    from nplm_tf.distributed import local_sgd, multi_worker
+    from nplm_tf.training.data import prepare_data
     from pipelines import corpus as corpus_lib
 
-    strategy = cli.make_strategy("multi_worker")
+    strategy = strategies.make_strategy("multi_worker")
     config = Config(batch_size=BATCH.value, sync_every=SYNC_EVERY.value, balance_workers=BALANCE.value)
     corpus = corpus_lib.brown_corpus()
-    data = train_lib.prepare_data(config, corpus)
+    data = prepare_data(config, corpus)
     local = config.sync_every > 1
-    model, optimizer = multi_worker_lib.build(config, data.vocab.size, strategy, local=local)
+    model, optimizer = multi_worker.build(config, data.vocab.size, strategy, local=local)
     if local:  # each worker steps through its share of each round's global batches, then the weights are averaged
         workers = strategy.num_replicas_in_sync
         per_call = config.sync_every
         calls = max(1, STEPS.value // (per_call * workers))
-        rounds = multi_worker_lib.LocalSGD(model, optimizer, strategy, config)
+        rounds = local_sgd.LocalSGD(model, optimizer, strategy, config)
         iterator = iter(rounds.dataset(config, data, corpus, 0, (calls + 4) * per_call * workers))
 
         def run_call():
@@ -77,20 +91,22 @@ def worker_main():
     else:
         workers, per_call = 1, 16  # a step is a global batch
         calls = STEPS.value // per_call
-        train_steps = multi_worker_lib.make_train_steps(model, optimizer, strategy, config)
-        iterator = multi_worker_lib.distributed_train_dataset(config, data, corpus, 0, STEPS.value + 4 * per_call,
-                                                              strategy)
+        train_steps = multi_worker.make_train_steps(model, optimizer, strategy, config)
+        iterator = multi_worker.distributed_train_dataset(config, data, corpus, 0, STEPS.value + 4 * per_call, strategy)
 
         def run_call():
             train_steps(iterator, tf.constant(per_call))
             return 0.0
+
     available = data.tokens["train"] // config.batch_size
     if (calls + 4) * per_call * workers > available:
         from nplm_tf.config import ConfigError
 
-        raise ConfigError(f"steps={STEPS.value} with sync_every={config.sync_every} needs "
-                          f"{(calls + 4) * per_call * workers} batches with the warm-up, more than one epoch "
-                          f"({available}).")
+        raise ConfigError(
+            f"steps={STEPS.value} with sync_every={config.sync_every} needs "
+            f"{(calls + 4) * per_call * workers} batches with the warm-up, more than one epoch "
+            f"({available})."
+        )
     for _ in range(4):  # warm-up: tracing, thread pools, input pipeline
         run_call()
     if local:
@@ -101,8 +117,10 @@ def worker_main():
         rounds.finish()  # ... and end together: the last background average is inside the window
     seconds = time.perf_counter() - start
     tokens = calls * per_call * workers * BATCH.value
-    print(json.dumps({"tokens_per_second": tokens / seconds, "seconds": seconds, "averaging_seconds": averaging}),
-          flush=True)
+    print(
+        json.dumps({"tokens_per_second": tokens / seconds, "seconds": seconds, "averaging_seconds": averaging}),
+        flush=True,
+    )
 
 
 def launch(workers: int, independent: bool = False) -> tuple[float, float]:
@@ -110,22 +128,39 @@ def launch(workers: int, independent: bool = False) -> tuple[float, float]:
 
     `independent`: each process is a one-worker job of its own (no communication); the rate is their sum.
     """
-    addresses = [f"127.0.0.1:{p}" for p in cli.loopback_ports(workers)]
+    addresses = [f"127.0.0.1:{p}" for p in strategies.loopback_ports(workers)]
     procs = []
     for index in range(workers):
         cluster, task = ([addresses[index]], 0) if independent else (addresses, index)
-        env = dict(os.environ, TF_NUM_INTRAOP_THREADS="1", TF_NUM_INTEROP_THREADS=str(INTEROP.value),
-                   TF_CONFIG=json.dumps({"cluster": {"worker": cluster}, "task": {"type": "worker", "index": task}}))
-        procs.append(subprocess.Popen(
-            [sys.executable, "-m", "benchmarks.scaling", "--worker", f"--steps={STEPS.value}",
-             f"--batch_size={BATCH.value}", f"--sync_every={SYNC_EVERY.value}",
-             f"--balance_workers={BALANCE.value}"],
-            env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-            preexec_fn=lambda core=index: os.sched_setaffinity(0, {core % os.cpu_count()})))
+        env = dict(
+            os.environ,
+            TF_NUM_INTRAOP_THREADS="1",
+            TF_NUM_INTEROP_THREADS=str(INTEROP.value),
+            TF_CONFIG=json.dumps({"cluster": {"worker": cluster}, "task": {"type": "worker", "index": task}}),
+        )
+        procs.append(
+            subprocess.Popen(
+                [
+                    sys.executable,
+                    "-m",
+                    "benchmarks.scaling",
+                    "--worker",
+                    f"--steps={STEPS.value}",
+                    f"--batch_size={BATCH.value}",
+                    f"--sync_every={SYNC_EVERY.value}",
+                    f"--balance_workers={BALANCE.value}",
+                ],
+                env=env,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+                preexec_fn=lambda core=index: os.sched_setaffinity(0, {core % os.cpu_count()}),
+            )
+        )
     outputs = [p.communicate(timeout=1800) for p in procs]
     for p, (_, err) in zip(procs, outputs):
         if p.returncode != 0:
-            sentences = [line[len("error: "):] for line in err.splitlines() if line.startswith("error: ")]
+            sentences = [line[len("error: ") :] for line in err.splitlines() if line.startswith("error: ")]
             if sentences:
                 from nplm_tf.config import ConfigError
 
@@ -145,8 +180,9 @@ def main(argv):
     from nplm_tf.config import ConfigError
 
     if REPEATS.value < 1 or WORKERS.value < 1 or STEPS.value < 1:
-        raise ConfigError(f"repeats={REPEATS.value}, workers={WORKERS.value} and steps={STEPS.value} "
-                          "must be at least 1.")
+        raise ConfigError(
+            f"repeats={REPEATS.value}, workers={WORKERS.value} and steps={STEPS.value} must be at least 1."
+        )
     from nplm_tf.config import Config
 
     Config(batch_size=BATCH.value, sync_every=SYNC_EVERY.value, balance_workers=BALANCE.value)  # bad values: now
@@ -161,19 +197,39 @@ def main(argv):
             ceilings.append(launch(WORKERS.value, independent=True)[0])
     one = statistics.median(ones) if ones else float("nan")
     many = statistics.median(manys)
-    print(json.dumps({"batch_size": BATCH.value, "steps": STEPS.value, "sync_every": SYNC_EVERY.value,
-                      "balance_workers": BALANCE.value,
-                      "one_worker_tokens_per_second": round(one, 1),
-                      f"{WORKERS.value}_workers_tokens_per_second": round(many, 1), "speedup": round(many / one, 3),
-                      "one_worker_runs": [round(r) for r in ones],
-                      f"{WORKERS.value}_workers_runs": [round(r) for r in manys],
-                      **({"pair_speedups": [round(m / o, 3) for m, o in zip(manys, ones)],
-                          "pair_speedup_median": round(statistics.median(m / o for m, o in zip(manys, ones)), 3)}
-                         if ones else {}),
-                      **({"averaging_share": [round(s, 3) for s in shares]} if SYNC_EVERY.value > 1 else {}),
-                      **({"independent_speedup": round(statistics.median(ceilings) / one, 3),
-                          "independent_runs": [round(r) for r in ceilings]} if ceilings else {})}))
+    print(
+        json.dumps(
+            {
+                "batch_size": BATCH.value,
+                "steps": STEPS.value,
+                "sync_every": SYNC_EVERY.value,
+                "balance_workers": BALANCE.value,
+                "one_worker_tokens_per_second": round(one, 1),
+                f"{WORKERS.value}_workers_tokens_per_second": round(many, 1),
+                "speedup": round(many / one, 3),
+                "one_worker_runs": [round(r) for r in ones],
+                f"{WORKERS.value}_workers_runs": [round(r) for r in manys],
+                **(
+                    {
+                        "pair_speedups": [round(m / o, 3) for m, o in zip(manys, ones)],
+                        "pair_speedup_median": round(statistics.median(m / o for m, o in zip(manys, ones)), 3),
+                    }
+                    if ones
+                    else {}
+                ),
+                **({"averaging_share": [round(s, 3) for s in shares]} if SYNC_EVERY.value > 1 else {}),
+                **(
+                    {
+                        "independent_speedup": round(statistics.median(ceilings) / one, 3),
+                        "independent_runs": [round(r) for r in ceilings],
+                    }
+                    if ceilings
+                    else {}
+                ),
+            }
+        )
+    )
 
 
 if __name__ == "__main__":
-    cli.run(main)
+    app.run(main)

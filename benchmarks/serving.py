@@ -36,8 +36,12 @@ def main(argv):
     served = tf.saved_model.load(EXPORT.value)
     next_word, score = served.signatures["next_word"], served.signatures["score"]
 
-    prefixes = [" ".join(words[s:s + n]) for s, n in zip(rng.integers(0, len(words) - 20, REQUESTS.value + 100),
-                                                          rng.integers(1, 20, REQUESTS.value + 100))]
+    prefixes = [
+        " ".join(words[s : s + n])
+        for s, n in zip(
+            rng.integers(0, len(words) - 20, REQUESTS.value + 100), rng.integers(1, 20, REQUESTS.value + 100)
+        )
+    ]
     k = tf.constant(10)
     latencies = []
     for i, text in enumerate(prefixes):
@@ -48,8 +52,8 @@ def main(argv):
             latencies.append(time.perf_counter() - start)
     ms = np.array(latencies) * 1e3
 
-    pieces = [" ".join(words[s:s + 25]) for s in range(0, len(words) - 25, 25)]
-    batches = [tf.constant(pieces[i:i + 64]) for i in range(0, 64 * (BATCHES.value + 3), 64)]
+    pieces = [" ".join(words[s : s + 25]) for s in range(0, len(words) - 25, 25)]
+    batches = [tf.constant(pieces[i : i + 64]) for i in range(0, 64 * (BATCHES.value + 3), 64)]
     for b in batches[:3]:
         score(text=b)["log_prob"].numpy()
     tokens, start = 0, time.perf_counter()
@@ -60,19 +64,33 @@ def main(argv):
     variables = tf.train.load_checkpoint(os.path.join(EXPORT.value, "variables", "variables"))
     shapes = variables.get_variable_to_shape_map()
     dtypes = variables.get_variable_to_dtype_map()
-    weight_bytes = sum(int(np.prod(shapes[n])) * dtypes[n].size for n in shapes
-                       if dtypes[n] != tf.string and not n.startswith("_CHECKPOINTABLE"))
+    weight_bytes = sum(
+        int(np.prod(shapes[n])) * dtypes[n].size
+        for n in shapes
+        if dtypes[n] != tf.string and not n.startswith("_CHECKPOINTABLE")
+    )
     vocab_bytes = os.path.getsize(os.path.join(EXPORT.value, "assets", "vocab.tsv"))
     total = directory_bytes(EXPORT.value)
-    print(json.dumps({
-        "export": EXPORT.value,
-        "next_word_ms": {"p50": round(float(np.percentile(ms, 50)), 3), "p99": round(float(np.percentile(ms, 99)), 3),
-                         "mean": round(float(ms.mean()), 3), "requests": len(latencies)},
-        "score_tokens_per_second": round(tokens / seconds),
-        "score_batch": 64, "score_tokens": tokens,
-        "export_bytes": total, "weights_bytes": weight_bytes, "vocab_bytes": vocab_bytes,
-        "size_ratio": round(total / (weight_bytes + vocab_bytes), 4),
-    }))
+    print(
+        json.dumps(
+            {
+                "export": EXPORT.value,
+                "next_word_ms": {
+                    "p50": round(float(np.percentile(ms, 50)), 3),
+                    "p99": round(float(np.percentile(ms, 99)), 3),
+                    "mean": round(float(ms.mean()), 3),
+                    "requests": len(latencies),
+                },
+                "score_tokens_per_second": round(tokens / seconds),
+                "score_batch": 64,
+                "score_tokens": tokens,
+                "export_bytes": total,
+                "weights_bytes": weight_bytes,
+                "vocab_bytes": vocab_bytes,
+                "size_ratio": round(total / (weight_bytes + vocab_bytes), 4),
+            }
+        )
+    )
 
 
 if __name__ == "__main__":

@@ -1,4 +1,4 @@
-"""Training throughput for MLP9 at batch 256, as BENCHMARK.md defines it.
+"""Training throughput for MLP9 at batch 256, as benchmarks/README.md defines it.
 
     NLTK_DATA=../shared/nltk_data python -m benchmarks.throughput [--precision=float32]
 
@@ -15,7 +15,7 @@ import time
 
 from absl import flags
 
-from nplm_tf import cli
+from pipelines import app
 
 PRECISION = flags.DEFINE_enum("precision", "mixed_bfloat16", ["float32", "mixed_bfloat16"], "Compute dtype.")
 OPTIMIZER = flags.DEFINE_enum("optimizer", "adam", ["sgd", "adam"], "Optimizer.")
@@ -68,22 +68,24 @@ def main(argv):
 
     import keras
 
-    from nplm_tf import model as model_lib
-    from nplm_tf import train_lib
     from nplm_tf.config import Config, ConfigError
+    from nplm_tf.network import model as model_lib
+    from nplm_tf.training import trainer
+    from nplm_tf.training.data import prepare_data
     from pipelines import corpus as corpus_lib
 
-    if STEPS.value <= train_lib.STEPS_PER_EXECUTION:  # the clock needs two calls of the training function
-        raise ConfigError(f"steps={STEPS.value} must be more than {train_lib.STEPS_PER_EXECUTION}.")
+    if STEPS.value <= trainer.STEPS_PER_EXECUTION:  # the clock needs two calls of the training function
+        raise ConfigError(f"steps={STEPS.value} must be more than {trainer.STEPS_PER_EXECUTION}.")
     if WARMUP.value < 1 or REPEATS.value < 1:
         raise ConfigError(f"warmup_steps={WARMUP.value} and repeats={REPEATS.value} must be at least 1.")
-    config = Config(precision=PRECISION.value, optimizer=OPTIMIZER.value, direct=DIRECT.value, batch_size=256,
-                    jit_compile=JIT.value)
+    config = Config(
+        precision=PRECISION.value, optimizer=OPTIMIZER.value, direct=DIRECT.value, batch_size=256, jit_compile=JIT.value
+    )
     corpus = corpus_lib.brown_corpus()
-    data = train_lib.prepare_data(config, corpus)
+    data = prepare_data(config, corpus)
     ds = data.dataset(corpus, "train", config, batch_size=config.batch_size, shuffle=True, seed=1).repeat()
     model = model_lib.build_model(config, data.vocab.size)
-    model_lib.compile_model(model, config, steps_per_execution=train_lib.STEPS_PER_EXECUTION)
+    model_lib.compile_model(model, config, steps_per_execution=trainer.STEPS_PER_EXECUTION)
     model.fit(ds, steps_per_epoch=WARMUP.value, epochs=1, verbose=0)
     n1m, h, v = config.context_size * config.feature_dim, config.hidden_dim, data.vocab.size
     flops_per_token = 6 * (h * v + n1m * h + (n1m * v if config.direct else 0))
@@ -101,20 +103,32 @@ def main(argv):
     model_gflops = flops_per_token * tokens_per_second / 1e9
     dense = statistics.median(denses)
     keras.backend.clear_session()
-    print(json.dumps({
-        "config": {"order": config.order, "feature_dim": config.feature_dim, "hidden_dim": h, "direct": config.direct,
-                   "vocab_size": v, "batch_size": config.batch_size, "precision": config.precision,
-                   "optimizer": config.optimizer, "jit_compile": config.jit_compile},
-        "tokens_per_second": round(tokens_per_second),
-        "tokens_per_second_runs": [round(r) for r in rates],
-        "tokens_per_second_with_iterator_start": [round(r) for r in wall_rates],
-        "model_gflops": round(model_gflops, 1),
-        "dense_matmul_fp32_gflops": round(dense, 1),
-        "dense_matmul_fp32_gflops_runs": [round(d, 1) for d in denses],
-        "ratio": round(statistics.median(ratios), 3),
-        "ratio_runs": [round(r, 3) for r in ratios],
-    }))
+    print(
+        json.dumps(
+            {
+                "config": {
+                    "order": config.order,
+                    "feature_dim": config.feature_dim,
+                    "hidden_dim": h,
+                    "direct": config.direct,
+                    "vocab_size": v,
+                    "batch_size": config.batch_size,
+                    "precision": config.precision,
+                    "optimizer": config.optimizer,
+                    "jit_compile": config.jit_compile,
+                },
+                "tokens_per_second": round(tokens_per_second),
+                "tokens_per_second_runs": [round(r) for r in rates],
+                "tokens_per_second_with_iterator_start": [round(r) for r in wall_rates],
+                "model_gflops": round(model_gflops, 1),
+                "dense_matmul_fp32_gflops": round(dense, 1),
+                "dense_matmul_fp32_gflops_runs": [round(d, 1) for d in denses],
+                "ratio": round(statistics.median(ratios), 3),
+                "ratio_runs": [round(r, 3) for r in ratios],
+            }
+        )
+    )
 
 
 if __name__ == "__main__":
-    cli.run(main)
+    app.run(main)

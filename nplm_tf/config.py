@@ -10,6 +10,8 @@ import dataclasses
 import json
 from typing import Any
 
+from pipelines.errors import UserError
+
 OPTIMIZERS = ("sgd", "adam")
 PRECISIONS = ("float32", "mixed_bfloat16")
 
@@ -17,7 +19,7 @@ PRECISIONS = ("float32", "mixed_bfloat16")
 RESUMABLE_FIELDS = ("epochs", "patience", "jit_compile")
 
 
-class ConfigError(ValueError):
+class ConfigError(UserError):
     """A configuration value is out of range; the message says which and why."""
 
 
@@ -48,8 +50,12 @@ class Config:
     def __post_init__(self) -> None:
         _check(self.order >= 2, "order", self.order, "must be at least 2 (n-1 >= 1 context word)")
         _check(self.feature_dim > 0, "feature_dim", self.feature_dim, "must be positive")
-        _check(self.hidden_dim > 0 or (self.hidden_dim == 0 and self.direct), "hidden_dim", self.hidden_dim,
-               "must be positive, or 0 with direct connections (the paper's linear model, MLP3)")
+        _check(
+            self.hidden_dim > 0 or (self.hidden_dim == 0 and self.direct),
+            "hidden_dim",
+            self.hidden_dim,
+            "must be positive, or 0 with direct connections (the paper's linear model, MLP3)",
+        )
         _check(self.min_count >= 1, "min_count", self.min_count, "must be at least 1")
         _check(self.epochs >= 1, "epochs", self.epochs, "must be at least 1")
         _check(self.batch_size >= 1, "batch_size", self.batch_size, "must be at least 1")
@@ -62,8 +68,12 @@ class Config:
         _check(self.shuffle_buffer >= 1, "shuffle_buffer", self.shuffle_buffer, "must be at least 1")
         _check(self.patience >= 1, "patience", self.patience, "must be at least 1")
         _check(self.sync_every >= 1, "sync_every", self.sync_every, "must be at least 1")
-        _check(not self.balance_workers or self.sync_every > 1, "balance_workers", self.balance_workers,
-               "needs sync_every > 1 (it deals the batches of local SGD's rounds)")
+        _check(
+            not self.balance_workers or self.sync_every > 1,
+            "balance_workers",
+            self.balance_workers,
+            "needs sync_every > 1 (it deals the batches of local SGD's rounds)",
+        )
 
     @property
     def context_size(self) -> int:

@@ -13,24 +13,27 @@ import math
 
 from absl import flags
 
-from nplm_tf import cli
-from pipelines import corpus_flags
+from pipelines import app, corpus_flags
 
 MODEL_DIR = flags.DEFINE_string("model_dir", None, "A directory written by nplm_tf.train.", required=True)
 SPLIT = flags.DEFINE_enum("split", "test", ["train", "valid", "test"], "Which split of --corpus to score.")
 FILES = flags.DEFINE_string("files", None, "Score these UTF-8 files (glob(s), comma-separated) instead of --corpus.")
-NGRAM_DIR = flags.DEFINE_string("ngram_dir", None, "An nplm_tf.ngram output: also report the network mixed with it (weights fitted on valid).")
+NGRAM_DIR = flags.DEFINE_string(
+    "ngram_dir", None, "An nplm_tf.ngram output: also report the network mixed with it (weights fitted on valid)."
+)
 PER_TOKEN = flags.DEFINE_string("per_token", None, "Write token<TAB>ln_prob<TAB>log10_prob per predicted token here.")
 
 
 def main(argv):
     import numpy as np
 
-    from nplm_tf import evaluate_lib, train_lib
+    from nplm_tf import run_dir
+    from nplm_tf.network import scoring
+    from nplm_tf.training.data import eval_dataset
     from pipelines import corpus as corpus_lib
     from pipelines import files
 
-    config, vocab, model = train_lib.load_trained(MODEL_DIR.value)
+    config, vocab, model = run_dir.load_trained(MODEL_DIR.value)
     if FILES.value:
         split = corpus_lib.file_split(FILES.value)
     else:
@@ -41,8 +44,9 @@ def main(argv):
     with contextlib.ExitStack() as stack:
         out = None
         if PER_TOKEN.value:  # written under a temporary name, renamed once complete
-            out = stack.enter_context(open(stack.enter_context(files.atomic_output(PER_TOKEN.value)), "w",
-                                           encoding="utf-8"))
+            out = stack.enter_context(
+                open(stack.enter_context(files.atomic_output(PER_TOKEN.value)), "w", encoding="utf-8")
+            )
 
         def on_batch(targets, nll):
             if out:
@@ -51,8 +55,12 @@ def main(argv):
             if NGRAM_DIR.value:
                 nll_parts.append(nll)
 
-        result = evaluate_lib.score(model, train_lib.eval_dataset(split, vocab, config), vocab.unk_id,
-                                    on_batch=on_batch if out or NGRAM_DIR.value else None)
+        result = scoring.score(
+            model,
+            eval_dataset(split, vocab, config),
+            vocab.unk_id,
+            on_batch=on_batch if out or NGRAM_DIR.value else None,
+        )
     summary = {"perplexity": result.perplexity, "tokens": result.tokens, "oov_rate": result.oov_rate}
     if NGRAM_DIR.value:
         summary["mixture"] = mix_with_ngram(config, vocab, model, split, np.exp(-np.concatenate(nll_parts)))
@@ -60,18 +68,20 @@ def main(argv):
 
 
 def mix_with_ngram(config, vocab, model, split, eval_probs):
-    from nplm_tf import evaluate_lib, mixture_lib, train_lib
+    from nplm_tf.baselines import network_mixture
+    from nplm_tf.network import scoring
+    from nplm_tf.training.data import eval_dataset
 
     # The weights are always fitted on the corpus's valid split, then scored on `split`.
     valid = corpus_flags.corpus_from_flags()["valid"]
-    probs = {"valid": evaluate_lib.token_probabilities(model, train_lib.eval_dataset(valid, vocab, config)),
-             "eval": eval_probs}
-    return mixture_lib.fit_and_score(probs, {"valid": valid, "eval": split}, vocab, NGRAM_DIR.value,
-                                     MODEL_DIR.value, "eval")
+    probs = {"valid": scoring.token_probabilities(model, eval_dataset(valid, vocab, config)), "eval": eval_probs}
+    return network_mixture.fit_and_score(
+        probs, {"valid": valid, "eval": split}, vocab, NGRAM_DIR.value, MODEL_DIR.value, "eval"
+    )
 
 
 def run():
-    cli.run(main)
+    app.run(main)
 
 
 if __name__ == "__main__":

@@ -13,26 +13,25 @@ import json
 
 from absl import flags
 
-from nplm_tf import cli
+from pipelines import app
 
 MODEL_DIR = flags.DEFINE_string("model_dir", None, "A directory written by nplm_tf.train.", required=True)
-EXPORT_DIR = flags.DEFINE_string("export_dir", None, "Where to write <version>/saved_model.pb (default: MODEL_DIR/export).")
+EXPORT_DIR = flags.DEFINE_string(
+    "export_dir", None, "Where to write <version>/saved_model.pb (default: MODEL_DIR/export)."
+)
 VERSION = flags.DEFINE_integer("version", None, "Version subdirectory (default: one above the largest present).")
 MIXTURE = flags.DEFINE_boolean("mixture", True, "Serve the n-gram mixture when MODEL_DIR/mixture.json exists.")
 
 
 def main(argv):
-    from nplm_tf import export_lib, kneser_ney
+    from nplm_tf.serving import saved_model
 
-    try:
-        path = export_lib.export(MODEL_DIR.value, EXPORT_DIR.value, VERSION.value, MIXTURE.value)
-    except kneser_ney.NgramError as e:
-        raise cli.ConfigError(str(e)) from None
-    print(json.dumps({"export": path, "signatures": list(export_lib.SIGNATURES)}))
+    path = saved_model.export(MODEL_DIR.value, EXPORT_DIR.value, VERSION.value, MIXTURE.value)
+    print(json.dumps({"export": path, "signatures": list(saved_model.SIGNATURES)}))
 
 
 def run():
-    cli.run(main)
+    app.run(main)
 
 
 if __name__ == "__main__":

@@ -11,33 +11,35 @@ import json
 
 from absl import flags
 
-from nplm_tf import cli
-from pipelines import corpus_flags
+from pipelines import app, corpus_flags
+from pipelines.errors import UserError
 
 ORDER = flags.DEFINE_integer("order", 5, "n-gram order (1 or more).")
-SMOOTHING = flags.DEFINE_enum("smoothing", "kneser_ney", ["kneser_ney", "interpolated"],
-                              "kneser_ney: interpolated modified KN; interpolated: the paper's deleted-interpolation "
-                              "trigram, weights by EM on valid (needs --order=3).")
+SMOOTHING = flags.DEFINE_enum(
+    "smoothing",
+    "kneser_ney",
+    ["kneser_ney", "interpolated"],
+    "kneser_ney: interpolated modified KN; interpolated: the paper's deleted-interpolation "
+    "trigram, weights by EM on valid (needs --order=3).",
+)
 OUTPUT = flags.DEFINE_string("output", None, "Directory for the model and metrics.json.", required=True)
 MIN_COUNT = flags.DEFINE_integer("min_count", 4, "Words seen fewer times in train become <unk> (as in train).")
 ARPA = flags.DEFINE_boolean("arpa", True, "Also write model.arpa.")
 
 
 def main(argv):
-    from nplm_tf import kneser_ney, ngram_lib
+    from nplm_tf.baselines import build
 
     if MIN_COUNT.value < 1:
-        raise cli.ConfigError(f"min_count={MIN_COUNT.value} must be at least 1.")
-    try:
-        metrics = ngram_lib.train_ngram(ORDER.value, OUTPUT.value, corpus_flags.corpus_from_flags(),
-                                        MIN_COUNT.value, ARPA.value, SMOOTHING.value)
-    except kneser_ney.NgramError as e:
-        raise cli.ConfigError(str(e)) from None
+        raise UserError(f"min_count={MIN_COUNT.value} must be at least 1.")
+    metrics = build.train_ngram(
+        ORDER.value, OUTPUT.value, corpus_flags.corpus_from_flags(), MIN_COUNT.value, ARPA.value, SMOOTHING.value
+    )
     print(json.dumps({k: metrics[k] for k in ("order", "valid_perplexity", "test_perplexity", "vocab_size")}))
 
 
 def run():
-    cli.run(main)
+    app.run(main)
 
 
 if __name__ == "__main__":

@@ -15,40 +15,47 @@ import time
 
 from absl import flags
 
-from nplm_tf import cli
-from pipelines import corpus_flags
+from pipelines import app, corpus_flags
 
 OUTPUT = flags.DEFINE_string("output", None, "Directory for every model and the table.", required=True)
-QUICK = flags.DEFINE_boolean("quick", False, "A reduced run in minutes: MLP7 and MLP9 only, one epoch, no train perplexity.")
-CONFIG_JSON = flags.DEFINE_string("config_json", None, "Training settings shared by every network (default: nplm_tf's).")
+QUICK = flags.DEFINE_boolean(
+    "quick", False, "A reduced run in minutes: MLP7 and MLP9 only, one epoch, no train perplexity."
+)
+CONFIG_JSON = flags.DEFINE_string(
+    "config_json", None, "Training settings shared by every network (default: nplm_tf's)."
+)
 EPOCHS = flags.DEFINE_integer("epochs", None, "Epochs per network (default: the config's; 1 with --quick).")
 
 
 def main(argv):
-    from nplm_tf import reproduce_lib
     from nplm_tf.config import Config
+    from nplm_tf.experiments import table1
 
     start = time.perf_counter()
     base = Config.from_json(CONFIG_JSON.value) if CONFIG_JSON.value else Config()
     epochs = EPOCHS.value if EPOCHS.value is not None else (1 if QUICK.value else base.epochs)
     base = base.replace(epochs=epochs)  # validated: --epochs=0 is an error, not the default
     corpus = corpus_flags.corpus_from_flags()
-    ngrams = [reproduce_lib.ngram_row(OUTPUT.value, corpus, base, spec) for spec in reproduce_lib.NGRAMS
-              if not QUICK.value or spec[1] in ("interp3", "kn3", "kn5")]
+    ngrams = [
+        table1.ngram_row(OUTPUT.value, corpus, base, spec)
+        for spec in table1.NGRAMS
+        if not QUICK.value or spec[1] in ("interp3", "kn3", "kn5")
+    ]
     rows = []
-    for row in reproduce_lib.ROWS:
-        if QUICK.value and row.name not in reproduce_lib.QUICK_ROWS:
+    for row in table1.ROWS:
+        if QUICK.value and row.name not in table1.QUICK_ROWS:
             continue
         print(f"{row.name}: n={row.order}, h={row.hidden_dim}, m={row.feature_dim}, direct={row.direct}", flush=True)
-        rows += reproduce_lib.network_rows(OUTPUT.value, corpus, base, row, ngrams[0]["dir"],
-                                           train_perplexity=not QUICK.value)
+        rows += table1.network_rows(OUTPUT.value, corpus, base, row, ngrams[0]["dir"], train_perplexity=not QUICK.value)
     command = "python -m nplm_tf.reproduce " + " ".join(sys.argv[1:])
-    reproduce_lib.write_table(OUTPUT.value, rows + ngrams, command, time.perf_counter() - start)
+    table1.write_table(
+        OUTPUT.value, rows + ngrams, command, time.perf_counter() - start, table1.protocol(corpus.name, base.min_count)
+    )
     print(json.dumps({r["name"]: round(r["test"], 2) for r in rows + ngrams}))
 
 
 def run():
-    cli.run(main)
+    app.run(main)
 
 
 if __name__ == "__main__":

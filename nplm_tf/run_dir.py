@@ -1,39 +1,142 @@
-"""What a training run's directory holds, and loading the trained model back from it."""
+"""The model directory: every file name in it, and reading and writing them, in one place.
+
+A training run (`nplm_tf.train`) writes
+
+    config.json       the full configuration (a re-run with another one is refused)
+    vocab.tsv         the vocabulary with train counts, in id order
+    history.json      per epoch: train loss (and its curve over steps), valid perplexity, seconds, tokens/s, rate
+    best.weights.h5   the best-by-validation weights
+    backup/           weights + optimizer state after each epoch, and state.json naming them
+    checkpoints/      with --strategy=multi_worker, in place of backup/
+    logs/             TensorBoard logs
+    model.keras       the best model in Keras's format
+    export/<version>/ the SavedModel
+    mixture.json      after `evaluate --ngram_dir`: the fitted mixture weights
+    metrics.json      written last: the run's results
+
+and an n-gram directory (`nplm_tf.ngram`) holds vocab.tsv, ngram.npz,
+model.arpa and metrics.json. Every write is atomic (`pipelines.files`).
+"""
 
 from __future__ import annotations
 
-import json
 import os
 
-import keras
-
-from nplm_tf import callbacks as callbacks_lib
-from nplm_tf import model as model_lib
 from nplm_tf.config import Config, ConfigError
+from pipelines import files
 from pipelines import vocabulary as vocab_lib
 
-CONFIG_FILE = "config.json"
-METRICS_FILE = "metrics.json"
-KERAS_FILE = "model.keras"
+CONFIG = "config.json"
+VOCAB = "vocab.tsv"
+HISTORY = "history.json"
+BEST_WEIGHTS = "best.weights.h5"
+BACKUP = "backup"
+BACKUP_STATE = "state.json"  # inside backup/
+CHECKPOINTS = "checkpoints"
+LOGS = "logs"
+KERAS = "model.keras"
+EXPORT = "export"
+MIXTURE = "mixture.json"
+METRICS = "metrics.json"
+NGRAM_MODEL = "ngram.npz"
+ARPA = "model.arpa"
 
 
-def load_trained(model_dir: str) -> tuple[Config, vocab_lib.Vocabulary, keras.Model]:
-    """The config, vocabulary and best-by-validation model of a training run."""
-    if not os.path.isfile(os.path.join(model_dir, CONFIG_FILE)):
-        raise ConfigError(f"{model_dir} holds no trained model (no {CONFIG_FILE}); train one with nplm_tf.train.")
-    config = Config.from_json(os.path.join(model_dir, CONFIG_FILE))
-    vocab = vocab_lib.Vocabulary.load(model_dir)
-    weights = os.path.join(model_dir, callbacks_lib.BEST_WEIGHTS)
-    if not os.path.isfile(weights):
-        raise ConfigError(f"{model_dir} has no trained weights yet ({callbacks_lib.BEST_WEIGHTS}); train at least one epoch.")
+class RunDir:
+    """A model directory (or an n-gram one) at `path`: its files by name, read and written."""
+
+    def __init__(self, path: str):
+        self.path = path
+
+    def file(self, name: str) -> str:
+        return os.path.join(self.path, name)
+
+    # --------------------------------------------------------------- paths --
+    config_path = property(lambda self: self.file(CONFIG))
+    vocab_path = property(lambda self: self.file(VOCAB))
+    best_weights = property(lambda self: self.file(BEST_WEIGHTS))
+    backup_dir = property(lambda self: self.file(BACKUP))
+    checkpoints_dir = property(lambda self: self.file(CHECKPOINTS))
+    logs_dir = property(lambda self: self.file(LOGS))
+    keras_file = property(lambda self: self.file(KERAS))
+    export_dir = property(lambda self: self.file(EXPORT))
+    ngram_model = property(lambda self: self.file(NGRAM_MODEL))
+    arpa = property(lambda self: self.file(ARPA))
+
+    def worker_scratch(self, task_id: int) -> str:
+        """Where a non-chief worker writes its (discarded) share of each checkpoint."""
+        return self.file(f".{CHECKPOINTS}-worker-{task_id}")
+
+    # -------------------------------------------------------------- config --
+    def has_config(self) -> bool:
+        return os.path.isfile(self.config_path)
+
+    def read_config(self) -> Config:
+        return Config.from_json(self.config_path)
+
+    def write_config(self, config: Config) -> None:
+        files.write_json(self.config_path, config.to_dict())
+
+    # ---------------------------------------------------------- vocabulary --
+    def has_vocab(self) -> bool:
+        return os.path.isfile(self.vocab_path)
+
+    def load_vocab(self) -> vocab_lib.Vocabulary:
+        return vocab_lib.Vocabulary.load(self.vocab_path)
+
+    def save_vocab(self, vocab: vocab_lib.Vocabulary) -> None:
+        vocab.save(self.vocab_path)
+
+    # ------------------------------------------------------------- history --
+    def read_history(self) -> dict[int, dict]:
+        """Epoch index (0-based) -> its record; {} before the first epoch ends."""
+        path = self.file(HISTORY)
+        return {int(k): v for k, v in files.read_json(path).items()} if os.path.isfile(path) else {}
+
+    def write_history(self, history: dict[int, dict]) -> None:
+        files.write_json(self.file(HISTORY), {str(k): v for k, v in sorted(history.items())})
+
+    def save_best_weights(self, model) -> None:
+        files.replace_atomically(self.best_weights, model.save_weights)
+
+    # -------------------------------------------------------------- backup --
+    def read_backup_state(self) -> list[dict] | None:
+        """The backup generations, newest first ({"epoch", "weights"}), or None when there is no state file."""
+        path = os.path.join(self.backup_dir, BACKUP_STATE)
+        return files.read_json(path)["generations"] if os.path.isfile(path) else None
+
+    def write_backup_state(self, generations: list[dict]) -> None:
+        files.write_json(os.path.join(self.backup_dir, BACKUP_STATE), {"generations": generations})
+
+    # ----------------------------------------------------- results, mixture --
+    def read_metrics(self) -> dict | None:
+        return files.read_json(self.file(METRICS)) if os.path.isfile(self.file(METRICS)) else None
+
+    def write_metrics(self, metrics: dict) -> None:
+        files.write_json(self.file(METRICS), metrics)
+
+    def read_mixture(self) -> dict | None:
+        return files.read_json(self.file(MIXTURE)) if os.path.isfile(self.file(MIXTURE)) else None
+
+    def write_mixture(self, mixture: dict) -> None:
+        files.write_json(self.file(MIXTURE), mixture)
+
+
+def load_trained(model_dir: str):
+    """The (config, vocabulary, best-by-validation Keras model) of a training run."""
+    from nplm_tf.network import model as model_lib  # Keras and TensorFlow only when a model is loaded
+
+    run = RunDir(model_dir)
+    if not run.has_config():
+        raise ConfigError(f"{model_dir} holds no trained model (no {CONFIG}); train one with nplm_tf.train.")
+    config = run.read_config()
+    vocab = run.load_vocab()
+    if not os.path.isfile(run.best_weights):
+        raise ConfigError(f"{model_dir} has no trained weights yet ({BEST_WEIGHTS}); train at least one epoch.")
     model = model_lib.build_model(config, vocab.size)
-    model.load_weights(weights)
+    model.load_weights(run.best_weights)
     return config, vocab, model
 
 
 def read_metrics(model_dir: str) -> dict | None:
-    path = os.path.join(model_dir, METRICS_FILE)
-    if not os.path.isfile(path):
-        return None
-    with open(path, encoding="utf-8") as f:
-        return json.load(f)
+    return RunDir(model_dir).read_metrics()

@@ -12,16 +12,24 @@ import json
 
 from absl import flags
 
-from nplm_tf import cli
 from nplm_tf.config import Config, ConfigError
-from pipelines import corpus_flags
+from nplm_tf.distributed import strategies
+from pipelines import app, corpus_flags
 
 _D = Config()
 MODEL_DIR = flags.DEFINE_string("model_dir", None, "Directory for checkpoints, logs and metrics.json.", required=True)
-CONFIG_JSON = flags.DEFINE_string("config_json", None, "A JSON config (e.g. tuning's best); flags given explicitly override it.")
-STRATEGY = flags.DEFINE_enum("strategy", "default", ["default", "mirrored", "multi_worker"],
-                             "tf.distribute strategy; multi_worker reads the cluster from TF_CONFIG.")
-NUM_CPU_DEVICES = flags.DEFINE_integer("num_cpu_devices", 1, "Split the CPU into this many logical devices (for --strategy=mirrored).")
+CONFIG_JSON = flags.DEFINE_string(
+    "config_json", None, "A JSON config (e.g. tuning's best); flags given explicitly override it."
+)
+STRATEGY = flags.DEFINE_enum(
+    "strategy",
+    "default",
+    ["default", "mirrored", "multi_worker"],
+    "tf.distribute strategy; multi_worker reads the cluster from TF_CONFIG.",
+)
+NUM_CPU_DEVICES = flags.DEFINE_integer(
+    "num_cpu_devices", 1, "Split the CPU into this many logical devices (for --strategy=mirrored)."
+)
 flags.DEFINE_integer("order", _D.order, "n: the model sees the n-1 previous words.")
 flags.DEFINE_integer("feature_dim", _D.feature_dim, "m: features per word.")
 flags.DEFINE_integer("hidden_dim", _D.hidden_dim, "h: tanh hidden units.")
@@ -30,21 +38,33 @@ flags.DEFINE_integer("min_count", _D.min_count, "Words seen fewer times in train
 flags.DEFINE_integer("epochs", _D.epochs, "Maximum training epochs.")
 flags.DEFINE_integer("patience", _D.patience, "Stop after this many epochs without a better valid perplexity.")
 flags.DEFINE_integer("batch_size", _D.batch_size, "Training batch size (global, over all replicas).")
-flags.DEFINE_enum("optimizer", _D.optimizer, ["sgd", "adam"], "sgd: eps_t = eps_0/(1 + r t); adam: Adam on the same schedule.")
+flags.DEFINE_enum(
+    "optimizer", _D.optimizer, ["sgd", "adam"], "sgd: eps_t = eps_0/(1 + r t); adam: Adam on the same schedule."
+)
 flags.DEFINE_float("learning_rate", _D.learning_rate, "eps_0.")
 flags.DEFINE_float("lr_decay", _D.lr_decay, "r, per step, in eps_t = eps_0/(1 + r t).")
 flags.DEFINE_float("weight_decay", _D.weight_decay, "lambda on H, U, W and the C rows in the window (not biases).")
 flags.DEFINE_float("dropout", _D.dropout, "Dropout on x and the tanh layer in training (not in the paper).")
-flags.DEFINE_enum("precision", _D.precision, ["float32", "mixed_bfloat16"], "Compute dtype (softmax is float32 either way).")
+flags.DEFINE_enum(
+    "precision", _D.precision, ["float32", "mixed_bfloat16"], "Compute dtype (softmax is float32 either way)."
+)
 flags.DEFINE_boolean("jit_compile", _D.jit_compile, "XLA-compile the whole training step (speed only).")
 flags.DEFINE_integer("shuffle_buffer", _D.shuffle_buffer, "Windows per shuffled block.")
 flags.DEFINE_integer("seed", _D.seed, "Random seed (initialization and data order).")
-flags.DEFINE_integer("sync_every", _D.sync_every, "--strategy=multi_worker: 1 all-reduces the gradients every step "
-                     "(synchronous SGD); K > 1 lets each worker take K steps on its own batches, then averages the "
-                     "weights (local SGD: 1/K of the communication).")
-flags.DEFINE_boolean("balance_workers", _D.balance_workers, "With --sync_every=K > 1: deal each round's batches "
-                     "in proportion to the workers' measured speeds and average in a background thread, one round "
-                     "late, so no worker waits for another (the run is then not reproducible exactly).")
+flags.DEFINE_integer(
+    "sync_every",
+    _D.sync_every,
+    "--strategy=multi_worker: 1 all-reduces the gradients every step "
+    "(synchronous SGD); K > 1 lets each worker take K steps on its own batches, then averages the "
+    "weights (local SGD: 1/K of the communication).",
+)
+flags.DEFINE_boolean(
+    "balance_workers",
+    _D.balance_workers,
+    "With --sync_every=K > 1: deal each round's batches "
+    "in proportion to the workers' measured speeds and average in a background thread, one round "
+    "late, so no worker waits for another (the run is then not reproducible exactly).",
+)
 
 FLAGS = flags.FLAGS
 
@@ -58,25 +78,27 @@ def config_from_flags() -> Config:
 
 
 def main(argv):
-    cli.split_cpu(NUM_CPU_DEVICES.value)
+    strategies.split_cpu(NUM_CPU_DEVICES.value)
     config = config_from_flags()
-    from nplm_tf import train_lib  # imports TensorFlow after the CPU split is set
+    from nplm_tf.training import trainer  # builds nothing before the CPU split is set
 
     if config.sync_every > 1 and STRATEGY.value != "multi_worker":
-        raise ConfigError(f"sync_every={config.sync_every} needs --strategy=multi_worker (other strategies "
-                          "all-reduce gradients every step).")
-    strategy = cli.make_strategy(STRATEGY.value, NUM_CPU_DEVICES.value)
+        raise ConfigError(
+            f"sync_every={config.sync_every} needs --strategy=multi_worker (other strategies "
+            "all-reduce gradients every step)."
+        )
+    strategy = strategies.make_strategy(STRATEGY.value, NUM_CPU_DEVICES.value)
     if STRATEGY.value == "multi_worker":  # Keras fit fails under MultiWorkerMirroredStrategy: a custom loop
-        from nplm_tf import multi_worker_lib
+        from nplm_tf.distributed import multi_worker
 
-        metrics = multi_worker_lib.train_multi_worker(config, MODEL_DIR.value, corpus_flags.corpus_from_flags(), strategy)
+        metrics = multi_worker.train_multi_worker(config, MODEL_DIR.value, corpus_flags.corpus_from_flags(), strategy)
     else:
-        metrics = train_lib.train_and_evaluate(config, MODEL_DIR.value, corpus_flags.corpus_from_flags(), strategy)
+        metrics = trainer.train_and_evaluate(config, MODEL_DIR.value, corpus_flags.corpus_from_flags(), strategy)
     print(json.dumps({k: metrics[k] for k in ("valid_perplexity", "test_perplexity", "vocab_size", "tokens")}))
 
 
 def run():
-    cli.run(main)
+    app.run(main)
 
 
 if __name__ == "__main__":

@@ -15,15 +15,17 @@ import re
 import zipfile
 from collections.abc import Iterator
 
+from pipelines.errors import UserError
+
 SPLITS = ("train", "valid", "test")
-BROWN_TRAIN_TOKENS = 800_000  # BENCHMARK.md: train while the running count is below this
+BROWN_TRAIN_TOKENS = 800_000  # the Brown protocol (benchmarks/README.md): train while the running count is below this
 BROWN_VALID_TOKENS = 1_000_000  # ... then valid while below this, else test
 
 _WHITESPACE = re.compile(r"[ \t\n\v\f\r]+")
 _BROWN_TEXT = re.compile(r"^brown/c[a-r]\d\d$")
 
 
-class CorpusError(ValueError):
+class CorpusError(UserError):
     """The corpus cannot be read; the message says what was wrong and what to do."""
 
 
@@ -87,7 +89,7 @@ def find_brown_zip() -> str:
 
 
 def read_brown_texts(path: str | None = None) -> list[tuple[str, list[str]]]:
-    """The 500 Brown texts in sorted name order, as (name, tokens) per BENCHMARK.md."""
+    """The 500 Brown texts in sorted name order, as (name, tokens) per the Brown protocol (benchmarks/README.md)."""
     path = path or find_brown_zip()
     try:
         archive = zipfile.ZipFile(path)
@@ -151,9 +153,7 @@ def expand_files(pattern: str, flag: str) -> tuple[str, ...]:
 
 def files_corpus(train: str, valid: str, test: str) -> Corpus:
     specs = {"train": train, "valid": valid, "test": test}
-    return Corpus(
-        "files", {s: Split(s, files=expand_files(p, f"{s}_files")) for s, p in specs.items()}
-    )
+    return Corpus("files", {s: Split(s, files=expand_files(p, f"{s}_files")) for s, p in specs.items()})
 
 
 def file_split(pattern: str, flag: str = "files", name: str = "files") -> Split:

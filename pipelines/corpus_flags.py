@@ -4,8 +4,12 @@ from absl import flags
 
 from pipelines import corpus as corpus_lib
 
-CORPUS = flags.DEFINE_enum("corpus", "brown", ["brown", "files"], "Brown (BENCHMARK.md protocol) or your own files.")
-TRAIN_FILES = flags.DEFINE_string("train_files", None, "With --corpus=files: glob(s), comma-separated, of UTF-8 text, one unit per line.")
+CORPUS = flags.DEFINE_enum(
+    "corpus", "brown", ["brown", "files"], "Brown (the protocol in benchmarks/README.md) or your own files."
+)
+TRAIN_FILES = flags.DEFINE_string(
+    "train_files", None, "With --corpus=files: glob(s), comma-separated, of UTF-8 text, one unit per line."
+)
 VALID_FILES = flags.DEFINE_string("valid_files", None, "With --corpus=files: validation glob(s).")
 TEST_FILES = flags.DEFINE_string("test_files", None, "With --corpus=files: test glob(s).")
 

@@ -1,14 +1,14 @@
 """Prints one JSON line describing a corpus: predicted tokens per split, |V|, OOV rates.
 
-    python -m pipelines.describe --corpus=brown
+python -m pipelines.describe --corpus=brown
 """
 
 import json
 
 from absl import flags
 
-from nplm_tf import cli
-from pipelines import corpus_flags
+from pipelines import app, corpus_flags
+from pipelines.errors import UserError
 
 MIN_COUNT = flags.DEFINE_integer("min_count", 4, "Words seen fewer times in train become <unk>.")
 
@@ -17,7 +17,7 @@ def main(argv):
     from pipelines import vocabulary
 
     if MIN_COUNT.value < 1:
-        raise cli.ConfigError(f"min_count={MIN_COUNT.value} must be at least 1.")
+        raise UserError(f"min_count={MIN_COUNT.value} must be at least 1.")
     corpus = corpus_flags.corpus_from_flags()
     vocab = vocabulary.build(corpus["train"], MIN_COUNT.value)
     known = set(vocab.words)
@@ -32,7 +32,7 @@ def main(argv):
 
 
 def run():
-    cli.run(main)
+    app.run(main)
 
 
 if __name__ == "__main__":

@@ -10,6 +10,7 @@ layer (`pipelines/`) holds it so every package can use it.
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import re
 import shutil
@@ -57,6 +58,16 @@ def write_text(path: str, text: str) -> None:
     with atomic_output(path) as tmp:
         with open(tmp, "w", encoding="utf-8") as f:
             f.write(text)
+
+
+def write_json(path: str, value) -> None:
+    """Writes `value` as indented, key-sorted JSON, atomically."""
+    write_text(path, json.dumps(value, indent=2, sort_keys=True) + "\n")
+
+
+def read_json(path: str):
+    with open(path, encoding="utf-8") as f:
+        return json.load(f)
 
 
 def remove_stale_temporaries(directory: str) -> list[str]:

@@ -19,7 +19,6 @@ from pipelines import corpus as corpus_lib
 from pipelines import files
 
 EOS, UNK, BOS = "</s>", "<unk>", "<s>"
-VOCAB_FILE = "vocab.tsv"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -64,17 +63,17 @@ class Vocabulary:
         )
         return tf.lookup.StaticHashTable(init, default_value=self.unk_id)
 
-    def save(self, directory: str) -> str:
-        path = os.path.join(directory, VOCAB_FILE)
+    def save(self, path: str) -> str:
+        """Writes `word<TAB>train count` per line, in id order (atomically)."""
         files.write_text(path, "".join(f"{word}\t{count}\n" for word, count in zip(self.words, self.counts)))
         return path
 
     @classmethod
-    def load(cls, directory: str) -> "Vocabulary":
-        path = os.path.join(directory, VOCAB_FILE)
+    def load(cls, path: str) -> "Vocabulary":
         if not os.path.isfile(path):
             raise corpus_lib.CorpusError(
-                f"{path} does not exist; is {directory} a directory written by nplm_tf.train or nplm_tf.ngram?"
+                f"{path} does not exist; is {os.path.dirname(path) or '.'} a directory written by nplm_tf.train "
+                "or nplm_tf.ngram?"
             )
         words, counts = [], []
         with open(path, encoding="utf-8") as f:

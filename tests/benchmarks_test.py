@@ -16,13 +16,16 @@ def test_optimizer_benchmark_times_all_three_optimizers():
         assert out[name + "_ms"] > 0 and len(out[name + "_ms_runs"]) == 1
 
 
-@pytest.mark.parametrize("module,flag,message", [
-    ("benchmarks.throughput", "--steps=32", "steps=32 must be more than 32"),
-    ("benchmarks.throughput", "--repeats=0", "repeats=0 must be at least 1"),
-    ("benchmarks.optimizer", "--steps=0", "steps=0 and repeats=3 must be at least 1"),
-    ("benchmarks.scaling", "--repeats=0", "repeats=0, workers=2 and steps=160 must be at least 1"),
-    ("benchmarks.scaling", "--balance_workers", "balance_workers=True needs sync_every > 1"),
-])
+@pytest.mark.parametrize(
+    "module,flag,message",
+    [
+        ("benchmarks.throughput", "--steps=32", "steps=32 must be more than 32"),
+        ("benchmarks.throughput", "--repeats=0", "repeats=0 must be at least 1"),
+        ("benchmarks.optimizer", "--steps=0", "steps=0 and repeats=3 must be at least 1"),
+        ("benchmarks.scaling", "--repeats=0", "repeats=0, workers=2 and steps=160 must be at least 1"),
+        ("benchmarks.scaling", "--balance_workers", "balance_workers=True needs sync_every > 1"),
+    ],
+)
 def test_bad_flag_values_are_one_sentence(module, flag, message):
     result = helpers.run_binary(module, flag)
     assert result.returncode != 0

@@ -12,16 +12,30 @@ import pytest
 
 from tests import helpers
 
-TINY = ["--order=3", "--feature_dim=8", "--hidden_dim=16", "--min_count=1", "--batch_size=16",
-        "--learning_rate=0.01", "--lr_decay=0", "--weight_decay=0", "--precision=float32", "--shuffle_buffer=64"]
+TINY = [
+    "--order=3",
+    "--feature_dim=8",
+    "--hidden_dim=16",
+    "--min_count=1",
+    "--batch_size=16",
+    "--learning_rate=0.01",
+    "--lr_decay=0",
+    "--weight_decay=0",
+    "--precision=float32",
+    "--shuffle_buffer=64",
+]
 
 
 @pytest.fixture(scope="module")
 def data(tmp_path_factory):
     root = tmp_path_factory.mktemp("data")
     paths = helpers.tiny_corpus_files(root)
-    return root, ["--corpus=files", f"--train_files={paths['train']}", f"--valid_files={paths['valid']}",
-                  f"--test_files={paths['test']}"]
+    return root, [
+        "--corpus=files",
+        f"--train_files={paths['train']}",
+        f"--valid_files={paths['valid']}",
+        f"--test_files={paths['test']}",
+    ]
 
 
 @pytest.fixture(scope="module")
@@ -46,8 +60,9 @@ def test_evaluate_binary_matches_training_and_writes_per_token(trained, data, tm
     model_dir, printed = trained
     per_token = str(tmp_path / "tokens.tsv")
     test_file = data[1][3].split("=", 1)[1]
-    result = helpers.run_binary("nplm_tf.evaluate", f"--model_dir={model_dir}", f"--files={test_file}",
-                                f"--per_token={per_token}")
+    result = helpers.run_binary(
+        "nplm_tf.evaluate", f"--model_dir={model_dir}", f"--files={test_file}", f"--per_token={per_token}"
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     out = json.loads(result.stdout.strip().splitlines()[-1])
     assert out["perplexity"] == pytest.approx(printed["test_perplexity"], rel=1e-6)
@@ -72,8 +87,15 @@ def test_describe_binary_on_files(data):
 def test_mirrored_strategy_with_two_cpu_devices_matches_one_device(data, tmp_path):
     results = {}
     for strategy, devices in (("default", 1), ("mirrored", 2)):
-        result = helpers.run_binary("nplm_tf.train", f"--model_dir={tmp_path / strategy}", "--epochs=2", *TINY,
-                                    *data[1], f"--strategy={strategy}", f"--num_cpu_devices={devices}")
+        result = helpers.run_binary(
+            "nplm_tf.train",
+            f"--model_dir={tmp_path / strategy}",
+            "--epochs=2",
+            *TINY,
+            *data[1],
+            f"--strategy={strategy}",
+            f"--num_cpu_devices={devices}",
+        )
         assert result.returncode == 0, result.stderr[-3000:]
         assert f"on {devices} replica(s)" in result.stdout
         results[strategy] = json.load(open(tmp_path / strategy / "metrics.json"))
@@ -118,8 +140,9 @@ def test_missing_brown_says_how_to_get_it(tmp_path):
 def test_model_dir_of_another_config_is_refused_and_left_intact(trained, data):
     model_dir, _ = trained
     before = open(os.path.join(model_dir, "metrics.json")).read()
-    result = helpers.run_binary("nplm_tf.train", f"--model_dir={model_dir}", "--epochs=2", *TINY, *data[1],
-                                "--hidden_dim=17")
+    result = helpers.run_binary(
+        "nplm_tf.train", f"--model_dir={model_dir}", "--epochs=2", *TINY, *data[1], "--hidden_dim=17"
+    )
     assert result.returncode != 0
     assert "another configuration (hidden_dim: 16 -> 17)" in helpers.error_lines(result.stderr)[0]
     assert open(os.path.join(model_dir, "metrics.json")).read() == before
@@ -127,8 +150,16 @@ def test_model_dir_of_another_config_is_refused_and_left_intact(trained, data):
 
 def _start_train(model_dir, data, epochs):
     env = dict(os.environ, NLTK_DATA=helpers.SHARED_NLTK)
-    args = [sys.executable, "-m", "nplm_tf.train", f"--model_dir={model_dir}", f"--epochs={epochs}", "--patience=99",
-            *TINY, *data[1]]
+    args = [
+        sys.executable,
+        "-m",
+        "nplm_tf.train",
+        f"--model_dir={model_dir}",
+        f"--epochs={epochs}",
+        "--patience=99",
+        *TINY,
+        *data[1],
+    ]
     return subprocess.Popen(args, cwd=helpers.ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
@@ -157,8 +188,9 @@ def test_interrupted_training_resumes(sig, code, data, tmp_path):
         assert "run the same command again to resume" in helpers.error_lines(stderr)[0]
     recorded = json.load(open(os.path.join(model_dir, "history.json")))
     assert not os.path.exists(os.path.join(model_dir, "metrics.json"))
-    result = helpers.run_binary("nplm_tf.train", f"--model_dir={model_dir}", "--epochs=30", "--patience=99",
-                                *TINY, *data[1])
+    result = helpers.run_binary(
+        "nplm_tf.train", f"--model_dir={model_dir}", "--epochs=30", "--patience=99", *TINY, *data[1]
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     first_new = int(result.stdout.split("Epoch ")[1].split("/")[0])
     assert 2 <= first_new <= len(recorded) + 1  # resumed, not restarted

@@ -1,20 +1,37 @@
 """Keeps BUILD true to the tree (Bazel cannot build offline here).
 
 BUILD is Starlark, a subset of Python: it is executed with stub rules that
-record every target, then checked against the files on disk.
+record every target, then checked against the files on disk and against
+each module's own imports: a target's local deps are exactly the targets of
+the project modules its sources import, and its `requirement(...)` deps
+exactly the packages of the third-party modules they import.
 """
 
+import ast
 import glob
 import os
+import sys
 
 import pytest
 
 from tests import helpers
 
-PACKAGES = ("pipelines", "nplm_tf", "tuning", "benchmarks")
+PACKAGES = ("pipelines", "nplm_tf", "tuning", "benchmarks", "tests")
+# Top-level import name -> the requirement it comes from (setup.py's names).
+REQUIREMENTS = {
+    "absl": "absl-py",
+    "keras": "keras",
+    "keras_tuner": "keras-tuner",
+    "kenlm": "kenlm",
+    "matplotlib": "matplotlib",
+    "numpy": "numpy",
+    "pytest": "pytest",
+    "tensorflow": "tensorflow",
+    "tensorflow_text": "tensorflow-text",
+}
 
 
-def build_targets():
+def build_targets(text=None):
     targets = []
 
     def rule(kind):
@@ -31,8 +48,10 @@ def build_targets():
         "py_binary": rule("py_binary"),
         "py_test": rule("py_test"),
     }
-    with open(os.path.join(helpers.ROOT, "BUILD"), encoding="utf-8") as f:
-        exec(compile(f.read(), "BUILD", "exec"), env)
+    if text is None:
+        with open(os.path.join(helpers.ROOT, "BUILD"), encoding="utf-8") as f:
+            text = f.read()
+    exec(compile(text, "BUILD", "exec"), env)
     return targets
 
 
@@ -41,11 +60,75 @@ def listed_sources(kinds):
 
 
 def tree_files(pattern):
-    return {os.path.relpath(p, helpers.ROOT) for p in glob.glob(os.path.join(helpers.ROOT, pattern))}
+    return {os.path.relpath(p, helpers.ROOT) for p in glob.glob(os.path.join(helpers.ROOT, pattern), recursive=True)}
+
+
+def _module_file(name: str) -> str | None:
+    """The project file of a dotted module name (a package's __init__.py), or None."""
+    base = os.path.join(*name.split("."))
+    for candidate in (base + ".py", os.path.join(base, "__init__.py")):
+        if os.path.isfile(os.path.join(helpers.ROOT, candidate)):
+            return candidate
+    return None
+
+
+def imports_of(path: str) -> tuple[set[str], set[str]]:
+    """(project files, third-party top-level names) that the module at `path` imports, anywhere in it."""
+    with open(os.path.join(helpers.ROOT, path), encoding="utf-8") as f:
+        tree = ast.parse(f.read(), path)
+    project, external = set(), set()
+
+    def add(name):
+        top = name.split(".")[0]
+        if top in PACKAGES:
+            found = _module_file(name)
+            if found is None:
+                raise AssertionError(f"{path} imports {name}, which is not in the tree")
+            project.add(found)
+        elif top not in sys.stdlib_module_names and top != "__future__":
+            external.add(top)
+
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                add(alias.name)
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            for alias in node.names:  # `from pkg import module` names a module; `from module import name` does not
+                full = f"{node.module}.{alias.name}"
+                add(full if node.module.split(".")[0] in PACKAGES and _module_file(full) else node.module)
+    project.discard(path)
+    return {p for p in project if not p.endswith("__init__.py")}, external
+
+
+def dependency_errors(targets) -> list[str]:
+    """Each target whose deps differ from its sources' imports, with what is missing and what is extra."""
+    owner = {src: t["name"] for t in targets if t["kind"] != "py_test" for src in t.get("srcs", [])}
+    errors = []
+    for target in targets:
+        project, external = set(), set()
+        for src in target.get("srcs", []):
+            files, names = imports_of(src)
+            project |= files
+            external |= names
+        unknown = sorted(n for n in external if n not in REQUIREMENTS)
+        if unknown:
+            errors.append(f"{target['name']}: no requirement known for imports {unknown}")
+        expected = {f":{owner[p]}" for p in project if p in owner} | {
+            f"@pypi//{REQUIREMENTS[n]}" for n in external if n in REQUIREMENTS
+        }
+        unowned = sorted(p for p in project if p not in owner)
+        if unowned:
+            errors.append(f"{target['name']}: imports {unowned}, which no library or binary lists")
+        deps = set(target.get("deps", []))
+        if deps != expected:
+            errors.append(
+                f"{target['name']}: missing {sorted(expected - deps)}, not imported {sorted(deps - expected)}"
+            )
+    return errors
 
 
 def test_every_module_has_a_library_or_binary():
-    modules = set().union(*(tree_files(f"{pkg}/*.py") for pkg in PACKAGES))
+    modules = set().union(*(tree_files(f"{pkg}/**/*.py") for pkg in PACKAGES if pkg != "tests"))
     assert modules, "no modules found"
     assert modules - listed_sources({"py_library", "py_binary"}) == set()
 
@@ -66,12 +149,19 @@ def test_every_listed_file_exists_and_targets_are_unique():
         assert os.path.isfile(os.path.join(helpers.ROOT, src)), src
 
 
-def test_every_local_dependency_names_a_target():
-    names = {t["name"] for t in build_targets()}
-    for target in build_targets():
-        for dep in target.get("deps", []):
-            if dep.startswith(":"):
-                assert dep[1:] in names, f"{target['name']} depends on unknown {dep}"
+def test_deps_are_exactly_the_imports():
+    assert dependency_errors(build_targets()) == []
+
+
+def test_a_dependency_dropped_or_added_is_caught():
+    with open(os.path.join(helpers.ROOT, "BUILD"), encoding="utf-8") as f:
+        text = f.read()
+    dropped = text.replace('deps = [":files", ', "deps = [", 1)
+    assert dropped != text
+    assert any("missing [':files']" in e for e in dependency_errors(build_targets(dropped)))
+    added = text.replace('srcs = ["pipelines/errors.py"],', 'srcs = ["pipelines/errors.py"],\n    deps = [":corpus"],')
+    assert added != text
+    assert any("not imported [':corpus']" in e for e in dependency_errors(build_targets(added)))
 
 
 @pytest.mark.parametrize("kind", ["py_binary"])

@@ -12,9 +12,19 @@ def test_defaults_are_the_papers_mlp9_shape():
 
 @pytest.mark.parametrize(
     "field,value",
-    [("order", 1), ("feature_dim", 0), ("hidden_dim", -3), ("epochs", 0), ("batch_size", 0),
-     ("optimizer", "rmsprop"), ("learning_rate", 0.0), ("lr_decay", -1.0), ("weight_decay", -1e-3),
-     ("precision", "float16"), ("min_count", 0)],
+    [
+        ("order", 1),
+        ("feature_dim", 0),
+        ("hidden_dim", -3),
+        ("epochs", 0),
+        ("batch_size", 0),
+        ("optimizer", "rmsprop"),
+        ("learning_rate", 0.0),
+        ("lr_decay", -1.0),
+        ("weight_decay", -1e-3),
+        ("precision", "float16"),
+        ("min_count", 0),
+    ],
 )
 def test_bad_values_name_the_field(field, value):
     with pytest.raises(ConfigError, match=f"^{field}="):

@@ -13,7 +13,7 @@ def brown():
 
 
 def test_brown_protocol_counts(brown):
-    """BENCHMARK.md: 348/85/67 texts; 800,571/199,995/161,126 predicted tokens; |V| = 14,118."""
+    """The Brown protocol (benchmarks/README.md): 348/85/67 texts; 800,571/199,995/161,126 predicted tokens; |V| = 14,118."""
     expected = {"train": (348, 800_571), "valid": (85, 199_995), "test": (67, 161_126)}
     for name, (texts, predicted) in expected.items():
         _, tokens, lines = vocabulary.count_split(brown[name])
@@ -73,6 +73,6 @@ def test_vocabulary_order_min_count_and_round_trip(tmp_path):
     vocab = vocabulary.build(split, 2)
     assert vocab.words == ("</s>", "<unk>", "b", "a")
     assert vocab.counts == (2, 2, 3, 2)  # 2 lines; c and the literal <unk> merged
-    vocab.save(str(tmp_path))
-    assert vocabulary.Vocabulary.load(str(tmp_path)) == vocab
+    vocab.save(str(tmp_path / "vocab.tsv"))
+    assert vocabulary.Vocabulary.load(str(tmp_path / "vocab.tsv")) == vocab
     assert vocab.ids(["a", "zzz", "</s>"]) == [3, 1, 0]

@@ -11,9 +11,14 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from nplm_tf import evaluate_lib, export_lib, interpolated, kneser_ney, mixture, ngram_lib, serving_ngram, train_lib
+from nplm_tf import run_dir
+from nplm_tf.baselines import build as ngram_lib
+from nplm_tf.baselines import interpolated, kneser_ney, mixture
+from nplm_tf.network import scoring
+from nplm_tf.serving import ngram_tables, saved_model
+from nplm_tf.training import trainer
+from nplm_tf.training.data import eval_dataset
 from pipelines import corpus as corpus_lib
-from pipelines import vocabulary as vocab_lib
 from tests import helpers
 
 
@@ -24,7 +29,7 @@ def run(tmp_path_factory):
     paths = helpers.tiny_corpus_files(root, train=80, valid=15, test=15)
     corpus = corpus_lib.files_corpus(paths["train"], paths["valid"], paths["test"])
     model_dir = str(root / "model")
-    metrics = train_lib.train_and_evaluate(helpers.tiny_config(epochs=2), model_dir, corpus, verbose=0)
+    metrics = trainer.train_and_evaluate(helpers.tiny_config(epochs=2), model_dir, corpus, verbose=0)
     return model_dir, corpus, paths, metrics
 
 
@@ -45,22 +50,27 @@ def test_training_writes_a_serving_layout_export(run):
 
 def test_keras_file_reloads_and_trains_further(run):
     model_dir, corpus, _, _ = run
-    model = keras.models.load_model(os.path.join(model_dir, train_lib.KERAS_FILE))
-    config, vocab, _ = train_lib.load_trained(model_dir)
+    model = keras.models.load_model(os.path.join(model_dir, run_dir.KERAS))
+    config, vocab, _ = run_dir.load_trained(model_dir)
     before = [w.copy() for w in model.get_weights()]
-    model.fit(train_lib.eval_dataset(corpus["train"], vocab, config).take(3), epochs=1, verbose=0)
+    model.fit(eval_dataset(corpus["train"], vocab, config).take(3), epochs=1, verbose=0)
     assert any(not np.array_equal(a, b) for a, b in zip(before, model.get_weights()))
 
 
 def test_a_clean_process_serves_every_signature_and_survives_bad_input(run):
     model_dir, _, _, metrics = run
     client = os.path.join(helpers.ROOT, "tests", "serving_client.py")
-    result = subprocess.run([sys.executable, "-I", client, metrics["export"]], capture_output=True, text=True,
-                            timeout=300, cwd=str(os.path.dirname(model_dir)))
+    result = subprocess.run(
+        [sys.executable, "-I", client, metrics["export"]],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=str(os.path.dirname(model_dir)),
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     out = json.loads(result.stdout.strip().splitlines()[-1])
-    assert out["imported"] == [] and out["signatures"] == sorted(export_lib.SIGNATURES)
-    vocab = vocab_lib.Vocabulary.load(model_dir)
+    assert out["imported"] == [] and out["signatures"] == sorted(saved_model.SIGNATURES)
+    vocab = run_dir.RunDir(model_dir).load_vocab()
     for name, case in out["cases"].items():
         rows = 0 if name == "empty_batch" else 1 if name != "plain" else 2
         assert len(case["next_word"]["words"]) == rows, name
@@ -83,7 +93,7 @@ def test_a_clean_process_serves_every_signature_and_survives_bad_input(run):
 
 def windows_of(corpus, vocab, config, split="test"):
     contexts, targets = [], []
-    for context, target in train_lib.eval_dataset(corpus[split], vocab, config):
+    for context, target in eval_dataset(corpus[split], vocab, config):
         contexts.append(context.numpy())
         targets.append(target.numpy())
     return np.concatenate(contexts), np.concatenate(targets)
@@ -91,8 +101,8 @@ def windows_of(corpus, vocab, config, split="test"):
 
 def test_score_equals_evaluate_per_token(run, served):
     model_dir, corpus, paths, _ = run
-    config, vocab, model = train_lib.load_trained(model_dir)
-    expected = np.log(evaluate_lib.token_probabilities(model, train_lib.eval_dataset(corpus["test"], vocab, config)))
+    config, vocab, model = run_dir.load_trained(model_dir)
+    expected = np.log(scoring.token_probabilities(model, eval_dataset(corpus["test"], vocab, config)))
     lines = [line for line in corpus["test"].iter_lines() if line.split()]
     out = served.signatures["score"](text=tf.constant(lines))
     got = out["token_log_probs"].numpy()[out["mask"].numpy()]
@@ -102,7 +112,7 @@ def test_score_equals_evaluate_per_token(run, served):
 
 def test_next_word_is_the_keras_models_argmax(run, served):
     model_dir, corpus, _, _ = run
-    config, vocab, model = train_lib.load_trained(model_dir)
+    config, vocab, model = run_dir.load_trained(model_dir)
     lines = ["the cat sees", "a", "", "my friend follows the"]
     out = served.signatures["next_word"](text=tf.constant(lines), k=tf.constant(3))
     for line, ids, probs in zip(lines, out["ids"].numpy(), out["probabilities"].numpy()):
@@ -116,8 +126,10 @@ def test_next_word_is_the_keras_models_argmax(run, served):
 def test_generate_is_reproducible_and_greedy_is_stepwise_argmax(served):
     gen = served.signatures["generate"]
     args = dict(prompt=tf.constant(["the cat", "a bird sees"]), max_tokens=tf.constant(6), top_k=tf.constant(0))
-    sample = [gen(**args, temperature=tf.constant(1.0), seed=tf.constant(s, tf.int64))["text"].numpy().tolist()
-              for s in (3, 3, 4)]
+    sample = [
+        gen(**args, temperature=tf.constant(1.0), seed=tf.constant(s, tf.int64))["text"].numpy().tolist()
+        for s in (3, 3, 4)
+    ]
     assert sample[0] == sample[1]
     greedy = gen(**args, temperature=tf.constant(0.0), seed=tf.constant(0, tf.int64))
     for prompt, text in zip(["the cat", "a bird sees"], greedy["text"].numpy()):
@@ -136,10 +148,25 @@ def test_saved_model_cli_shows_and_runs_the_export(run):
     cli = os.path.join(os.path.dirname(sys.executable), "saved_model_cli")
     show = subprocess.run([cli, "show", "--dir", export, "--all"], capture_output=True, text=True, timeout=120)
     assert show.returncode == 0, show.stderr[-2000:]
-    for name in export_lib.SIGNATURES:
+    for name in saved_model.SIGNATURES:
         assert f"signature_def['{name}']" in show.stdout
-    ran = subprocess.run([cli, "run", "--dir", export, "--tag_set", "serve", "--signature_def", "next_word",
-                          "--input_exprs", 'text=[b"the cat"];k=2'], capture_output=True, text=True, timeout=120)
+    ran = subprocess.run(
+        [
+            cli,
+            "run",
+            "--dir",
+            export,
+            "--tag_set",
+            "serve",
+            "--signature_def",
+            "next_word",
+            "--input_exprs",
+            'text=[b"the cat"];k=2',
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert ran.returncode == 0, ran.stderr[-2000:]
     assert "words" in ran.stdout and "probabilities" in ran.stdout
 
@@ -149,12 +176,23 @@ def test_mixture_export_serves_evaluates_probabilities(run, tmp_path, smoothing)
     model_dir, corpus, paths, _ = run
     files = [f"--train_files={paths['train']}", f"--valid_files={paths['valid']}", f"--test_files={paths['test']}"]
     kn_dir = str(tmp_path / "ngram")
-    assert helpers.run_binary("nplm_tf.ngram", "--order=3", f"--smoothing={smoothing}", f"--output={kn_dir}",
-                              "--min_count=1", "--corpus=files", *files).returncode == 0
+    assert (
+        helpers.run_binary(
+            "nplm_tf.ngram",
+            "--order=3",
+            f"--smoothing={smoothing}",
+            f"--output={kn_dir}",
+            "--min_count=1",
+            "--corpus=files",
+            *files,
+        ).returncode
+        == 0
+    )
     work = str(tmp_path / "model")
     shutil.copytree(model_dir, work)
-    evaluated = helpers.run_binary("nplm_tf.evaluate", f"--model_dir={work}", f"--ngram_dir={kn_dir}",
-                                   "--corpus=files", *files)
+    evaluated = helpers.run_binary(
+        "nplm_tf.evaluate", f"--model_dir={work}", f"--ngram_dir={kn_dir}", "--corpus=files", *files
+    )
     assert evaluated.returncode == 0, evaluated.stderr[-3000:]
     reported = json.loads(evaluated.stdout.strip().splitlines()[-1])["mixture"]["context_frequency"]["perplexity"]
     exported = helpers.run_binary("nplm_tf.export", f"--model_dir={work}", f"--export_dir={tmp_path / 'out'}")
@@ -168,8 +206,8 @@ def test_mixture_export_serves_evaluates_probabilities(run, tmp_path, smoothing)
     out = tf.saved_model.load(path).signatures["score"](text=tf.constant(lines))
     served_ln = out["token_log_probs"].numpy()[out["mask"].numpy()]
     assert np.exp(-served_ln.mean()) == pytest.approx(reported, rel=1e-6)
-    config, vocab, model = train_lib.load_trained(work)
-    p_nn = evaluate_lib.token_probabilities(model, train_lib.eval_dataset(corpus["test"], vocab, config))
+    config, vocab, model = run_dir.load_trained(work)
+    p_nn = scoring.token_probabilities(model, eval_dataset(corpus["test"], vocab, config))
     ngram = ngram_lib.load(kn_dir)
     arrays = ngram_lib.token_arrays(corpus["test"], vocab)
     weights = np.array(json.load(open(os.path.join(work, "mixture.json")))["context_frequency"])
@@ -190,7 +228,7 @@ def test_serving_ngrams_equal_the_numpy_models(order):
     else:
         model = kneser_ney.KneserNey(data, order, vocab_size=8)
     weights = [0.1, 0.2, 0.3, 0.4]
-    served = serving_ngram.serving_model(model, weights)
+    served = ngram_tables.serving_model(model, weights)
     test = kneser_ney.TokenArrays.from_lines([[2, 3, 4, 7], [6, 6, 1, 2, 3]], bos_id=8, eos_id=0)
     positions = np.nonzero(test.predicted)[0]
     context = np.full((positions.size, 2), 8, np.int64)

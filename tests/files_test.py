@@ -62,8 +62,13 @@ def test_stale_temporaries_are_removed_and_nothing_else(tmp_path):
     (tmp_path / "export" / "1").mkdir(parents=True)
     (tmp_path / "export" / ".2.tmp-abc123" / "variables").mkdir(parents=True)
     stale = [tmp_path / ".tmp-metrics.json", tmp_path / "backup" / ".tmp-epoch-0003.weights.h5"]
-    kept = [tmp_path / "metrics.json", tmp_path / "backup" / "epoch-0002.weights.h5", tmp_path / "export" / "1" / "x",
-            tmp_path / "notes.tmp-draft", tmp_path / ".hidden"]
+    kept = [
+        tmp_path / "metrics.json",
+        tmp_path / "backup" / "epoch-0002.weights.h5",
+        tmp_path / "export" / "1" / "x",
+        tmp_path / "notes.tmp-draft",
+        tmp_path / ".hidden",
+    ]
     for path in stale + kept:
         path.write_text("x")
     removed = remove_stale_temporaries(str(tmp_path))

@@ -14,7 +14,8 @@ import math
 import numpy as np
 import tensorflow as tf
 
-from nplm_tf import train_lib
+from nplm_tf import run_dir
+from nplm_tf.training import trainer
 from pipelines import corpus as corpus_lib
 from tests import helpers
 
@@ -44,10 +45,18 @@ def test_unseen_4gram_gets_probability_through_similar_features(tmp_path):
     assert not any("cat is" in line for line in lines)
     path = helpers.write_lines(str(tmp_path / "train.txt"), lines)
     corpus = corpus_lib.files_corpus(path, path, path)
-    config = helpers.tiny_config(order=4, feature_dim=10, hidden_dim=24, epochs=25, patience=25,
-                                 optimizer="adam", learning_rate=0.01, batch_size=32)
-    train_lib.train_and_evaluate(config, str(tmp_path / "m"), corpus, verbose=0)
-    _, vocab, model = train_lib.load_trained(str(tmp_path / "m"))
+    config = helpers.tiny_config(
+        order=4,
+        feature_dim=10,
+        hidden_dim=24,
+        epochs=25,
+        patience=25,
+        optimizer="adam",
+        learning_rate=0.01,
+        batch_size=32,
+    )
+    trainer.train_and_evaluate(config, str(tmp_path / "m"), corpus, verbose=0)
+    _, vocab, model = run_dir.load_trained(str(tmp_path / "m"))
     index = {w: i for i, w in enumerate(vocab.words)}
 
     C = model.get_layer("nplm").C.numpy()

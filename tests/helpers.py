@@ -15,9 +15,19 @@ SHARED_NLTK = os.path.join(os.path.dirname(ROOT), "shared", "nltk_data")
 def tiny_config(**changes) -> Config:
     """A config small enough to train in seconds on 2 CPU cores."""
     base = dict(
-        order=3, feature_dim=8, hidden_dim=16, min_count=1, epochs=2, batch_size=16,
-        learning_rate=0.01, lr_decay=0.0, weight_decay=0.0, precision="float32",
-        shuffle_buffer=64, patience=5, seed=7,
+        order=3,
+        feature_dim=8,
+        hidden_dim=16,
+        min_count=1,
+        epochs=2,
+        batch_size=16,
+        learning_rate=0.01,
+        lr_decay=0.0,
+        weight_decay=0.0,
+        precision="float32",
+        shuffle_buffer=64,
+        patience=5,
+        seed=7,
     )
     base.update(changes)
     return Config(**base)
@@ -38,7 +48,9 @@ def synthetic_texts(seed: int, count: int) -> list[str]:
     verbs = ["sees", "likes", "finds", "follows"]
     objects = ["the ball", "a tree", "the house", "some food"]
     return [
-        " ".join(f"{rng.choice(subjects)} {rng.choice(verbs)} {rng.choice(objects)} ." for _ in range(rng.randint(2, 5)))
+        " ".join(
+            f"{rng.choice(subjects)} {rng.choice(verbs)} {rng.choice(objects)} ." for _ in range(rng.randint(2, 5))
+        )
         for _ in range(count)
     ]
 
@@ -56,7 +68,11 @@ def run_binary(module: str, *args: str, env: dict | None = None, timeout: int = 
     full_env.update(env or {})
     return subprocess.run(
         [sys.executable, "-m", module, *args],
-        cwd=ROOT, env=full_env, capture_output=True, text=True, timeout=timeout,
+        cwd=ROOT,
+        env=full_env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
     )
 
 

@@ -1,15 +1,16 @@
 import numpy as np
 import pytest
 
-from nplm_tf import interpolated
-from nplm_tf import kneser_ney as kn
-from nplm_tf import ngram_lib
+from nplm_tf.baselines import build as ngram_lib
+from nplm_tf.baselines import interpolated
+from nplm_tf.baselines import kneser_ney as kn
 
 
 def data(seed, lines=60, vocab=12):
     rng = np.random.default_rng(seed)
     return kn.TokenArrays.from_lines(
-        [rng.integers(0, vocab, size=rng.integers(1, 15)).tolist() for _ in range(lines)], vocab, 0)
+        [rng.integers(0, vocab, size=rng.integers(1, 15)).tolist() for _ in range(lines)], vocab, 0
+    )
 
 
 @pytest.fixture(scope="module")
@@ -29,7 +30,7 @@ def test_token_probabilities_agree_with_distributions(model):
     expected = []
     for line in lines:
         seq = [12, *line, 0]
-        expected += [model.distribution(seq[max(0, t - 2):t])[seq[t]] for t in range(1, len(seq))]
+        expected += [model.distribution(seq[max(0, t - 2) : t])[seq[t]] for t in range(1, len(seq))]
     np.testing.assert_allclose(got, expected, rtol=1e-12)
 
 
@@ -50,5 +51,10 @@ def test_only_a_trigram(tmp_path):
 
     split = corpus.Split("train", lines=("a b c",))
     with pytest.raises(kn.NgramError, match="--order=3"):
-        ngram_lib.train_ngram(4, str(tmp_path), corpus.Corpus("c", {"train": split, "valid": split, "test": split}),
-                              min_count=1, smoothing="interpolated")
+        ngram_lib.train_ngram(
+            4,
+            str(tmp_path),
+            corpus.Corpus("c", {"train": split, "valid": split, "test": split}),
+            min_count=1,
+            smoothing="interpolated",
+        )

@@ -4,7 +4,7 @@ import os
 import numpy as np
 import pytest
 
-from nplm_tf import kneser_ney as kn
+from nplm_tf.baselines import kneser_ney as kn
 from tests import helpers
 
 # Ids: </s>=0, <unk>=1, a=2, b=3; <s>=4.
@@ -55,12 +55,12 @@ def test_token_probabilities_agree_with_distributions(order):
     expected = []
     for line in lines:
         seq = [9, *line, 0]
-        expected += [model.distribution(seq[max(0, t - order + 1):t])[seq[t]] for t in range(1, len(seq))]
+        expected += [model.distribution(seq[max(0, t - order + 1) : t])[seq[t]] for t in range(1, len(seq))]
     np.testing.assert_allclose(got, expected, rtol=1e-12)
 
 
 def test_brown_matches_kenlm_lmplz():
-    """BENCHMARK.md: KenLM modified KN, valid / test perplexity for orders 3, 4, 5."""
+    """The Brown protocol (benchmarks/README.md): KenLM modified KN, valid / test perplexity for orders 3, 4, 5."""
     os.environ.setdefault("NLTK_DATA", helpers.SHARED_NLTK)
     from pipelines import corpus, vocabulary
 

@@ -1,7 +1,7 @@
 import numpy as np
 import pytest
 
-from nplm_tf import mixture
+from nplm_tf.baselines import mixture
 
 
 def random_probs(seed, n=2000):

@@ -10,30 +10,59 @@ import time
 
 import pytest
 
-from nplm_tf import cli
+from nplm_tf.distributed import strategies
 from tests import helpers
 
-TINY = ["--order=3", "--feature_dim=8", "--hidden_dim=16", "--min_count=1", "--batch_size=16",
-        "--learning_rate=0.01", "--lr_decay=0", "--weight_decay=0.001", "--precision=float32", "--shuffle_buffer=64"]
+TINY = [
+    "--order=3",
+    "--feature_dim=8",
+    "--hidden_dim=16",
+    "--min_count=1",
+    "--batch_size=16",
+    "--learning_rate=0.01",
+    "--lr_decay=0",
+    "--weight_decay=0.001",
+    "--precision=float32",
+    "--shuffle_buffer=64",
+]
 
 
 @pytest.fixture(scope="module")
 def corpus(tmp_path_factory):
     paths = helpers.tiny_corpus_files(tmp_path_factory.mktemp("mw"), train=50, valid=8, test=8)
-    return ["--corpus=files", f"--train_files={paths['train']}", f"--valid_files={paths['valid']}",
-            f"--test_files={paths['test']}"]
+    return [
+        "--corpus=files",
+        f"--train_files={paths['train']}",
+        f"--valid_files={paths['valid']}",
+        f"--test_files={paths['test']}",
+    ]
 
 
 def start_workers(model_dir, epochs, corpus, cluster=None, extra=()):
-    cluster = cluster or [f"127.0.0.1:{p}" for p in cli.loopback_ports(2)]
+    cluster = cluster or [f"127.0.0.1:{p}" for p in strategies.loopback_ports(2)]
     procs = []
     for index in range(len(cluster)):
         tf_config = json.dumps({"cluster": {"worker": cluster}, "task": {"type": "worker", "index": index}})
-        procs.append(subprocess.Popen(
-            [sys.executable, "-m", "nplm_tf.train", "--strategy=multi_worker", f"--model_dir={model_dir}",
-             f"--epochs={epochs}", *TINY, *extra, *corpus],
-            cwd=helpers.ROOT, env=dict(os.environ, TF_CONFIG=tf_config, NLTK_DATA=helpers.SHARED_NLTK),
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
+        procs.append(
+            subprocess.Popen(
+                [
+                    sys.executable,
+                    "-m",
+                    "nplm_tf.train",
+                    "--strategy=multi_worker",
+                    f"--model_dir={model_dir}",
+                    f"--epochs={epochs}",
+                    *TINY,
+                    *extra,
+                    *corpus,
+                ],
+                cwd=helpers.ROOT,
+                env=dict(os.environ, TF_CONFIG=tf_config, NLTK_DATA=helpers.SHARED_NLTK),
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+            )
+        )
     return procs, cluster
 
 
@@ -67,8 +96,9 @@ def two_workers(corpus, tmp_path_factory):
 @pytest.fixture(scope="module")
 def one_process(corpus, tmp_path_factory):
     one = str(tmp_path_factory.mktemp("one") / "model")
-    result = helpers.run_binary("nplm_tf.train", "--strategy=multi_worker", f"--model_dir={one}", "--epochs=2",
-                                *TINY, *corpus)
+    result = helpers.run_binary(
+        "nplm_tf.train", "--strategy=multi_worker", f"--model_dir={one}", "--epochs=2", *TINY, *corpus
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     return one
 
@@ -115,8 +145,15 @@ def test_a_killed_worker_and_a_restarted_job_resume_from_the_checkpoint(corpus, 
 
 def test_local_sgd_on_one_worker_is_synchronous_training(corpus, one_process, tmp_path):
     model_dir = str(tmp_path / "local1")
-    result = helpers.run_binary("nplm_tf.train", "--strategy=multi_worker", f"--model_dir={model_dir}", "--epochs=2",
-                                "--sync_every=4", *TINY, *corpus)
+    result = helpers.run_binary(
+        "nplm_tf.train",
+        "--strategy=multi_worker",
+        f"--model_dir={model_dir}",
+        "--epochs=2",
+        "--sync_every=4",
+        *TINY,
+        *corpus,
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     for a, b in zip(history(one_process), history(model_dir), strict=True):
         assert b["train_loss"] == pytest.approx(a["train_loss"], rel=1e-5)
@@ -125,23 +162,34 @@ def test_local_sgd_on_one_worker_is_synchronous_training(corpus, one_process, tm
 
 def local_sgd_copies(corpus_flags, workers, epochs):
     """The TINY config, the corpus and its data, and one (model, optimizer, train steps) per worker."""
-    from nplm_tf import multi_worker_lib, train_lib
     from nplm_tf.config import Config
+    from nplm_tf.distributed import local_sgd, multi_worker
+    from nplm_tf.training import trainer
+    from nplm_tf.training.data import prepare_data
     from pipelines import corpus as corpus_lib
 
     flags = dict(f[2:].split("=", 1) for f in TINY)
-    config = Config(order=int(flags["order"]), feature_dim=int(flags["feature_dim"]),
-                    hidden_dim=int(flags["hidden_dim"]), min_count=1, batch_size=int(flags["batch_size"]),
-                    learning_rate=0.01, lr_decay=0.0, weight_decay=0.001, precision="float32", shuffle_buffer=64,
-                    epochs=epochs)
+    config = Config(
+        order=int(flags["order"]),
+        feature_dim=int(flags["feature_dim"]),
+        hidden_dim=int(flags["hidden_dim"]),
+        min_count=1,
+        batch_size=int(flags["batch_size"]),
+        learning_rate=0.01,
+        lr_decay=0.0,
+        weight_decay=0.001,
+        precision="float32",
+        shuffle_buffer=64,
+        epochs=epochs,
+    )
     paths = dict(f[2:].split("=", 1) for f in corpus_flags[1:])
     corpus = corpus_lib.files_corpus(paths["train_files"], paths["valid_files"], paths["test_files"])
-    data = train_lib.prepare_data(config, corpus)
+    data = prepare_data(config, corpus)
     copies = []
     for _ in range(workers):
-        model, optimizer = multi_worker_lib.build(config, data.vocab.size, None, local=True)
-        train_lib.init_output_bias(model, data.vocab)
-        copies.append((model, optimizer, multi_worker_lib.make_local_train_steps(model, optimizer)))
+        model, optimizer = multi_worker.build(config, data.vocab.size, None, local=True)
+        trainer.init_output_bias(model, data.vocab)
+        copies.append((model, optimizer, local_sgd.make_local_train_steps(model, optimizer)))
     return config, corpus, data, copies
 
 
@@ -150,7 +198,7 @@ def simulate_local_sgd(corpus_flags, workers, sync_every, epochs):
     import numpy as np
     import tensorflow as tf
 
-    from nplm_tf import multi_worker_lib
+    from nplm_tf.distributed import local_sgd
 
     config, corpus, data, copies = local_sgd_copies(corpus_flags, workers, epochs)
 
@@ -164,16 +212,18 @@ def simulate_local_sgd(corpus_flags, workers, sync_every, epochs):
     steps -= steps % workers
     losses = []
     for epoch in range(epochs):
-        iterators = [iter(multi_worker_lib.local_train_dataset(config, data, corpus, epoch, steps, workers, i))
-                     for i in range(workers)]
+        iterators = [
+            iter(local_sgd.local_train_dataset(config, data, corpus, epoch, steps, workers, i)) for i in range(workers)
+        ]
         nll, done = 0.0, 0
         while done < steps // workers:
             count = min(sync_every, steps // workers - done)
-            nll += sum(float(train(it, tf.constant(count), tf.constant(0)))
-                       for (_, _, train), it in zip(copies, iterators))
+            nll += sum(
+                float(train(it, tf.constant(count), tf.constant(0))) for (_, _, train), it in zip(copies, iterators)
+            )
             done += count
             average(lambda m, o: m.trainable_variables)
-        average(lambda m, o: multi_worker_lib._float_variables(o))
+        average(lambda m, o: local_sgd._float_variables(o))
         losses.append(nll / (steps * config.batch_size))
     return copies[0][0], losses
 
@@ -203,53 +253,59 @@ def test_sync_every_needs_the_multi_worker_strategy(corpus, tmp_path):
     result = helpers.run_binary("nplm_tf.train", f"--model_dir={tmp_path / 'm'}", "--sync_every=4", *TINY, *corpus)
     assert result.returncode != 0
     assert helpers.error_lines(result.stderr) == [
-        "error: sync_every=4 needs --strategy=multi_worker (other strategies all-reduce gradients every step)."]
+        "error: sync_every=4 needs --strategy=multi_worker (other strategies all-reduce gradients every step)."
+    ]
     assert not os.path.exists(tmp_path / "m")
 
 
-@pytest.mark.parametrize("total,rates,workers,expected", [
-    (64, None, 2, [32, 32]),
-    (64, [3.0, 1.0], 2, [48, 16]),
-    (64, [30.0, 34.0], 2, [30, 34]),
-    (7, [1.0, 1.0, 1.0], 3, [3, 2, 2]),  # leftovers by largest remainder, ties to the lower index
-    (10, [1000.0, 1.0], 2, [9, 1]),  # every worker keeps at least one batch
-    (2, [1.0, 5.0, 1.0], 3, [0, 2, 0]),  # fewer batches than workers
-    (6, [0.0, 2.0], 2, [3, 3]),  # a speed not measured yet: equal shares
-])
+@pytest.mark.parametrize(
+    "total,rates,workers,expected",
+    [
+        (64, None, 2, [32, 32]),
+        (64, [3.0, 1.0], 2, [48, 16]),
+        (64, [30.0, 34.0], 2, [30, 34]),
+        (7, [1.0, 1.0, 1.0], 3, [3, 2, 2]),  # leftovers by largest remainder, ties to the lower index
+        (10, [1000.0, 1.0], 2, [9, 1]),  # every worker keeps at least one batch
+        (2, [1.0, 5.0, 1.0], 3, [0, 2, 0]),  # fewer batches than workers
+        (6, [0.0, 2.0], 2, [3, 3]),  # a speed not measured yet: equal shares
+    ],
+)
 def test_deal_splits_a_round_by_speed(total, rates, workers, expected):
-    from nplm_tf import multi_worker_lib
+    from nplm_tf.distributed import local_sgd
 
-    assert multi_worker_lib.deal(total, rates, workers) == expected
+    assert local_sgd.deal(total, rates, workers) == expected
 
 
 def test_deal_always_hands_out_every_batch():
     import random
 
-    from nplm_tf import multi_worker_lib
+    from nplm_tf.distributed import local_sgd
 
     rng = random.Random(0)
     for _ in range(500):
         workers = rng.randint(1, 5)
         total = rng.randint(0, 100)
         rates = [rng.uniform(0.1, 50.0) for _ in range(workers)]
-        counts = multi_worker_lib.deal(total, rates, workers)
+        counts = local_sgd.deal(total, rates, workers)
         assert sum(counts) == total and min(counts) >= (1 if total >= workers else 0)
 
 
 def test_local_train_steps_pass_over_the_skipped_batches():
     import tensorflow as tf
 
-    from nplm_tf import model as model_lib
-    from nplm_tf import multi_worker_lib
     from nplm_tf.config import Config
+    from nplm_tf.distributed import local_sgd
+    from nplm_tf.network import model as model_lib
+    from nplm_tf.network import optimizers
 
     config = Config(order=3, feature_dim=4, hidden_dim=8, precision="float32", sync_every=2)
     model = model_lib.build_model(config, 40)
-    optimizer = model_lib.make_optimizer(config)
+    optimizer = optimizers.make_optimizer(config)
     optimizer.build(model.trainable_variables)
-    train = multi_worker_lib.make_local_train_steps(model, optimizer)
-    batches = tf.data.Dataset.range(30).map(lambda i: (tf.fill([2, 2], tf.cast(i, tf.int32)),
-                                                       tf.fill([2], tf.cast(i, tf.int32))))
+    train = local_sgd.make_local_train_steps(model, optimizer)
+    batches = tf.data.Dataset.range(30).map(
+        lambda i: (tf.fill([2, 2], tf.cast(i, tf.int32)), tf.fill([2], tf.cast(i, tf.int32)))
+    )
     iterator = iter(batches)
     train(iterator, tf.constant(3), tf.constant(5))  # batches 0-4 passed over, 5-7 trained on
     assert int(optimizer.iterations.numpy()) == 3
@@ -262,7 +318,7 @@ def simulate_balanced_local_sgd(corpus_flags, workers, epochs, deals):
     import numpy as np
     import tensorflow as tf
 
-    from nplm_tf import multi_worker_lib
+    from nplm_tf.distributed import local_sgd
 
     config, corpus, data, copies = local_sgd_copies(corpus_flags, workers, epochs)
     steps = data.tokens["train"] // config.batch_size
@@ -276,14 +332,15 @@ def simulate_balanced_local_sgd(corpus_flags, workers, epochs, deals):
                 v.assign(total)
 
     for epoch in range(epochs):
-        iterators = [iter(multi_worker_lib.local_train_dataset(config, data, corpus, epoch, steps, 1, 0))
-                     for _ in range(workers)]
+        iterators = [
+            iter(local_sgd.local_train_dataset(config, data, corpus, epoch, steps, 1, 0)) for _ in range(workers)
+        ]
         skips, nll, pending = [0] * workers, 0.0, None
         for r, counts in enumerate(deals[epoch]):
             total = sum(counts)
             for i, ((_, _, train), it) in enumerate(zip(copies, iterators)):
                 skip = skips[i] + sum(counts[:i])
-                skips[i] = sum(counts[i + 1:])
+                skips[i] = sum(counts[i + 1 :])
                 nll += float(train(it, tf.constant(counts[i]), tf.constant(skip)))
             if pending is not None:
                 snapshots, mean = pending
@@ -292,8 +349,7 @@ def simulate_balanced_local_sgd(corpus_flags, workers, epochs, deals):
                         w.assign_add(m - s)
             shares = [c / total for c in counts]
             if r == len(deals[epoch]) - 1:
-                weighted(zip(*(m.trainable_variables + multi_worker_lib._float_variables(o) for m, o, _ in copies)),
-                         shares)
+                weighted(zip(*(m.trainable_variables + local_sgd._float_variables(o) for m, o, _ in copies)), shares)
                 pending = None
             else:
                 snapshots = [[v.numpy() for v in m.trainable_variables] for m, _, _ in copies]

@@ -13,8 +13,12 @@ from tests import helpers
 def corpus_flags(tmp_path_factory):
     root = tmp_path_factory.mktemp("ng")
     paths = helpers.tiny_corpus_files(root, train=150, valid=20, test=20)
-    return ["--corpus=files", f"--train_files={paths['train']}", f"--valid_files={paths['valid']}",
-            f"--test_files={paths['test']}"], paths
+    return [
+        "--corpus=files",
+        f"--train_files={paths['train']}",
+        f"--valid_files={paths['valid']}",
+        f"--test_files={paths['test']}",
+    ], paths
 
 
 @pytest.fixture(scope="module")
@@ -33,7 +37,8 @@ def test_ngram_binary_writes_metrics_and_arpa(kn3):
     assert lines[1] == "\\data\\" and lines[-1] == "\\end\\"
     assert lines[2] == f"ngram 1={metrics['vocab_size'] + 1}"  # + <s>
     assert sum(1 for line in lines if line.count("\t") >= 1 and len(line.split("\t")[1].split()) == 3) == int(
-        lines[4].split("=")[1])
+        lines[4].split("=")[1]
+    )
 
 
 def test_kenlm_reads_the_arpa_export_with_the_same_perplexity(kn3, corpus_flags):
@@ -42,7 +47,7 @@ def test_kenlm_reads_the_arpa_export_with_the_same_perplexity(kn3, corpus_flags)
     out, printed = kn3
     from pipelines import corpus, vocabulary
 
-    vocab = vocabulary.Vocabulary.load(out)
+    vocab = vocabulary.Vocabulary.load(os.path.join(out, "vocab.tsv"))
     model = kenlm.Model(os.path.join(out, "model.arpa"))
     total, count = 0.0, 0
     for line in corpus.file_split(corpus_flags[1]["test"]).iter_lines():
@@ -55,9 +60,16 @@ def test_kenlm_reads_the_arpa_export_with_the_same_perplexity(kn3, corpus_flags)
 
 def test_order_the_data_cannot_support_falls_back_and_says_so(corpus_flags, tmp_path):
     small = helpers.write_lines(str(tmp_path / "small.txt"), ["a b c d e f", "a b c d e g"])
-    result = helpers.run_binary("nplm_tf.ngram", "--order=5", f"--output={tmp_path / 'o'}", "--min_count=1",
-                                "--corpus=files", f"--train_files={small}", f"--valid_files={small}",
-                                f"--test_files={small}")
+    result = helpers.run_binary(
+        "nplm_tf.ngram",
+        "--order=5",
+        f"--output={tmp_path / 'o'}",
+        "--min_count=1",
+        "--corpus=files",
+        f"--train_files={small}",
+        f"--valid_files={small}",
+        f"--test_files={small}",
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     assert "like lmplz --discount_fallback" in result.stdout
     assert json.load(open(tmp_path / "o" / "metrics.json"))["warnings"]
@@ -66,16 +78,25 @@ def test_order_the_data_cannot_support_falls_back_and_says_so(corpus_flags, tmp_
 @pytest.fixture(scope="module")
 def network(corpus_flags, tmp_path_factory):
     model_dir = str(tmp_path_factory.mktemp("nn") / "m")
-    result = helpers.run_binary("nplm_tf.train", f"--model_dir={model_dir}", "--epochs=2", "--order=3",
-                                "--feature_dim=8", "--hidden_dim=16", "--min_count=1", "--batch_size=16",
-                                "--learning_rate=0.01", "--precision=float32", *corpus_flags[0])
+    result = helpers.run_binary(
+        "nplm_tf.train",
+        f"--model_dir={model_dir}",
+        "--epochs=2",
+        "--order=3",
+        "--feature_dim=8",
+        "--hidden_dim=16",
+        "--min_count=1",
+        "--batch_size=16",
+        "--learning_rate=0.01",
+        "--precision=float32",
+        *corpus_flags[0],
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     return model_dir
 
 
 def test_evaluate_mixes_with_the_ngram_and_saves_the_weights(network, kn3, corpus_flags):
-    result = helpers.run_binary("nplm_tf.evaluate", f"--model_dir={network}", f"--ngram_dir={kn3[0]}",
-                                *corpus_flags[0])
+    result = helpers.run_binary("nplm_tf.evaluate", f"--model_dir={network}", f"--ngram_dir={kn3[0]}", *corpus_flags[0])
     assert result.returncode == 0, result.stderr[-3000:]
     out = json.loads(result.stdout.strip().splitlines()[-1])
     mix = out["mixture"]
@@ -90,8 +111,12 @@ def test_evaluate_mixes_with_the_ngram_and_saves_the_weights(network, kn3, corpu
 
 def test_mismatched_vocabulary_is_refused(network, corpus_flags, tmp_path):
     out = str(tmp_path / "kn")
-    assert helpers.run_binary("nplm_tf.ngram", "--order=2", f"--output={out}", "--min_count=100",
-                              *corpus_flags[0]).returncode == 0
+    assert (
+        helpers.run_binary(
+            "nplm_tf.ngram", "--order=2", f"--output={out}", "--min_count=100", *corpus_flags[0]
+        ).returncode
+        == 0
+    )
     result = helpers.run_binary("nplm_tf.evaluate", f"--model_dir={network}", f"--ngram_dir={out}", *corpus_flags[0])
     assert result.returncode != 0
     assert "another vocabulary" in helpers.error_lines(result.stderr)[0]
@@ -99,8 +124,9 @@ def test_mismatched_vocabulary_is_refused(network, corpus_flags, tmp_path):
 
 def test_interpolated_trigram_binary_and_mixture(network, corpus_flags, tmp_path):
     out = str(tmp_path / "it")
-    result = helpers.run_binary("nplm_tf.ngram", "--order=3", "--smoothing=interpolated", f"--output={out}",
-                                "--min_count=1", *corpus_flags[0])
+    result = helpers.run_binary(
+        "nplm_tf.ngram", "--order=3", "--smoothing=interpolated", f"--output={out}", "--min_count=1", *corpus_flags[0]
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     metrics = json.load(open(os.path.join(out, "metrics.json")))
     assert metrics["model"] == "interpolated_trigram" and len(metrics["lambdas"]) == 8

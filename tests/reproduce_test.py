@@ -5,7 +5,7 @@ import os
 
 import pytest
 
-from nplm_tf import reproduce_lib
+from nplm_tf.experiments import table1
 from tests import helpers
 
 
@@ -14,8 +14,15 @@ def test_quick_reproduce_writes_the_table_and_resumes(tmp_path):
     base = tmp_path / "base.json"
     base.write_text(json.dumps(helpers.tiny_config().to_dict()))
     out = str(tmp_path / "table1")
-    args = [f"--output={out}", "--quick", f"--config_json={base}", "--corpus=files",
-            f"--train_files={paths['train']}", f"--valid_files={paths['valid']}", f"--test_files={paths['test']}"]
+    args = [
+        f"--output={out}",
+        "--quick",
+        f"--config_json={base}",
+        "--corpus=files",
+        f"--train_files={paths['train']}",
+        f"--valid_files={paths['valid']}",
+        f"--test_files={paths['test']}",
+    ]
     first = helpers.run_binary("nplm_tf.reproduce", *args)
     assert first.returncode == 0, first.stderr[-3000:]
     table = json.load(open(os.path.join(out, "table.json")))
@@ -37,13 +44,19 @@ def test_quick_reproduce_writes_the_table_and_resumes(tmp_path):
     assert again.returncode == 0, again.stderr[-3000:]
     assert "training" not in again.stdout
     assert [r["test"] for r in json.load(open(os.path.join(out, "table.json")))["rows"]] == [
-        r["test"] for r in table["rows"]]
+        r["test"] for r in table["rows"]
+    ]
 
 
 def test_the_rows_are_the_papers_shapes():
-    shapes = {r.name: (r.order, r.hidden_dim, r.feature_dim, r.direct) for r in reproduce_lib.ROWS}
-    assert shapes == {"MLP1": (5, 50, 60, True), "MLP3": (5, 0, 60, True), "MLP5": (5, 50, 30, True),
-                      "MLP7": (3, 50, 30, True), "MLP9": (5, 100, 30, False)}
+    shapes = {r.name: (r.order, r.hidden_dim, r.feature_dim, r.direct) for r in table1.ROWS}
+    assert shapes == {
+        "MLP1": (5, 50, 60, True),
+        "MLP3": (5, 0, 60, True),
+        "MLP5": (5, 50, 30, True),
+        "MLP7": (3, 50, 30, True),
+        "MLP9": (5, 100, 30, False),
+    }
 
 
 @pytest.mark.parametrize("case", ["zero_epochs", "config_not_utf8", "config_not_object", "missing_train"])
@@ -54,11 +67,15 @@ def test_bad_input_is_one_sentence_and_leaves_the_output_alone(case, tmp_path):
     out = tmp_path / "table1"
     out.mkdir()
     (out / "table.md").write_text("an earlier table\n")
-    corpus = ["--corpus=files", f"--train_files={paths['train']}", f"--valid_files={paths['valid']}",
-              f"--test_files={paths['test']}"]
+    corpus = [
+        "--corpus=files",
+        f"--train_files={paths['train']}",
+        f"--valid_files={paths['valid']}",
+        f"--test_files={paths['test']}",
+    ]
     flags, message = {
         "zero_epochs": (["--epochs=0"], "epochs=0 must be at least 1"),
-        "config_not_utf8": (["--config_json=" + _write(tmp_path / "c.json", b"{\"order\": \xff}")], "is not UTF-8"),
+        "config_not_utf8": (["--config_json=" + _write(tmp_path / "c.json", b'{"order": \xff}')], "is not UTF-8"),
         "config_not_object": (["--config_json=" + _write(tmp_path / "list.json", b"[5]")], "one JSON object"),
         "missing_train": (["--train_files=" + str(tmp_path / "nowhere.txt")], "nowhere.txt"),
     }[case]

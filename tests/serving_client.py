@@ -46,22 +46,37 @@ def main(path):
     results = {"signatures": sorted(sig.keys()), "cases": {}}
     for name, texts in CASES.items():
         text = tf.constant(texts, tf.string, shape=[len(texts)])
-        results["cases"][name] = decode({
-            "next_word": tolist(sig["next_word"](text=text, k=tf.constant(5))),
-            "serving_default": tolist(sig["serving_default"](text=text)),
-            "score": {k: v for k, v in tolist(sig["score"](text=text)).items() if k != "token_log_probs"}
-            | {"token_log_probs_shape": list(sig["score"](text=text)["token_log_probs"].shape)},
-            "generate": tolist(sig["generate"](prompt=text, max_tokens=tf.constant(8), temperature=tf.constant(0.8),
-                                               top_k=tf.constant(3), seed=tf.constant(11, tf.int64))),
-        })
+        results["cases"][name] = decode(
+            {
+                "next_word": tolist(sig["next_word"](text=text, k=tf.constant(5))),
+                "serving_default": tolist(sig["serving_default"](text=text)),
+                "score": {k: v for k, v in tolist(sig["score"](text=text)).items() if k != "token_log_probs"}
+                | {"token_log_probs_shape": list(sig["score"](text=text)["token_log_probs"].shape)},
+                "generate": tolist(
+                    sig["generate"](
+                        prompt=text,
+                        max_tokens=tf.constant(8),
+                        temperature=tf.constant(0.8),
+                        top_k=tf.constant(3),
+                        seed=tf.constant(11, tf.int64),
+                    )
+                ),
+            }
+        )
     huge_k = sig["next_word"](text=tf.constant(["the"]), k=tf.constant(10**6))
     results["huge_k_width"] = int(huge_k["ids"].shape[1])
     results["huge_k_sum"] = float(tf.reduce_sum(huge_k["probabilities"]).numpy())
-    odd = sig["generate"](prompt=tf.constant(["the"]), max_tokens=tf.constant(-3), temperature=tf.constant(-1.0),
-                          top_k=tf.constant(-2), seed=tf.constant(0, tf.int64))
+    odd = sig["generate"](
+        prompt=tf.constant(["the"]),
+        max_tokens=tf.constant(-3),
+        temperature=tf.constant(-1.0),
+        top_k=tf.constant(-2),
+        seed=tf.constant(0, tf.int64),
+    )
     results["odd_generate"] = decode(tolist(odd))
-    results["imported"] = sorted(m for m in ("keras", "tensorflow_text", "nplm_tf", "pipelines")
-                                 if sys.modules.get(m) is not None)
+    results["imported"] = sorted(
+        m for m in ("keras", "tensorflow_text", "nplm_tf", "pipelines") if sys.modules.get(m) is not None
+    )
     print(json.dumps(results))
 
 

@@ -11,8 +11,8 @@ import time
 import keras_tuner
 import pytest
 
-from nplm_tf import cli
 from nplm_tf.config import Config
+from nplm_tf.distributed import strategies
 from tests import helpers
 from tuning import hypermodel as hypermodel_lib
 
@@ -24,8 +24,13 @@ def corpus(tmp_path_factory):
     base = os.path.join(str(root), "base.json")
     with open(base, "w") as f:
         json.dump(helpers.tiny_config(epochs=1).to_dict(), f)
-    return ["--corpus=files", f"--train_files={paths['train']}", f"--valid_files={paths['valid']}",
-            f"--test_files={paths['test']}", f"--config_json={base}"]
+    return [
+        "--corpus=files",
+        f"--train_files={paths['train']}",
+        f"--valid_files={paths['valid']}",
+        f"--test_files={paths['test']}",
+        f"--config_json={base}",
+    ]
 
 
 def test_default_search_space_is_pinned():
@@ -35,14 +40,23 @@ def test_default_search_space_is_pinned():
         "order": [3, 4, 5, 6],
         "direct": [False, True],
     }
-    model = hypermodel_lib.NPLMHyperModel(Config(), corpus=None, vocab_size=50, output_dir="unused",
-                                          tune_order=True, tune_direct=True)
+    model = hypermodel_lib.NPLMHyperModel(
+        Config(), corpus=None, vocab_size=50, output_dir="unused", tune_order=True, tune_direct=True
+    )
     hp = keras_tuner.HyperParameters()
     config = model.config(hp)
     assert (config.hidden_dim, config.feature_dim, config.order, config.direct) == (100, 30, 5, False)
     space = {p.name: p.get_config() for p in hp.space}
-    assert (space["hidden_dim"]["min_value"], space["hidden_dim"]["max_value"], space["hidden_dim"]["step"]) == (50, 400, 50)
-    assert (space["feature_dim"]["min_value"], space["feature_dim"]["max_value"], space["feature_dim"]["step"]) == (20, 120, 10)
+    assert (space["hidden_dim"]["min_value"], space["hidden_dim"]["max_value"], space["hidden_dim"]["step"]) == (
+        50,
+        400,
+        50,
+    )
+    assert (space["feature_dim"]["min_value"], space["feature_dim"]["max_value"], space["feature_dim"]["step"]) == (
+        20,
+        120,
+        10,
+    )
     assert space["order"]["values"] == [3, 4, 5, 6]
     assert set(space) == {"hidden_dim", "feature_dim", "order", "direct"}
 
@@ -67,13 +81,18 @@ def test_random_search_under_mirrored_strategy_writes_results_and_resumes(corpus
     assert again.returncode == 0, again.stderr[-3000:]
     assert "Reloading Tuner" in again.stdout + again.stderr and "training" not in again.stdout
     assert json.loads(again.stdout.strip().splitlines()[-1])["best_trial"] == rows[0]["trial"]
-    report = helpers.run_binary("tuning.search", *[a.replace("--max_trials=2", "--max_trials=5") for a in args],
-                                "--report_only")  # a larger budget, but only the finished trials are reported
+    report = helpers.run_binary(
+        "tuning.search", *[a.replace("--max_trials=2", "--max_trials=5") for a in args], "--report_only"
+    )  # a larger budget, but only the finished trials are reported
     assert report.returncode == 0, report.stderr[-3000:]
     assert "training" not in report.stdout and json.loads(report.stdout.strip().splitlines()[-1])["trials"] == 2
 
-    trained = helpers.run_binary("nplm_tf.train", f"--model_dir={tmp_path / 'best'}",
-                                 f"--config_json={os.path.join(out, 'best_config.json')}", *corpus[:4])
+    trained = helpers.run_binary(
+        "nplm_tf.train",
+        f"--model_dir={tmp_path / 'best'}",
+        f"--config_json={os.path.join(out, 'best_config.json')}",
+        *corpus[:4],
+    )
     assert trained.returncode == 0, trained.stderr[-3000:]
     metrics = json.load(open(tmp_path / "best" / "metrics.json"))
     assert metrics["config"]["hidden_dim"] == best.hidden_dim and metrics["config"]["feature_dim"] == best.feature_dim
@@ -81,14 +100,32 @@ def test_random_search_under_mirrored_strategy_writes_results_and_resumes(corpus
 
 def test_chief_and_worker_finish_a_search_and_a_killed_worker_loses_nothing(corpus, tmp_path):
     out = str(tmp_path / "dist")
-    env = dict(os.environ, NLTK_DATA=helpers.SHARED_NLTK, KERASTUNER_ORACLE_IP="127.0.0.1",
-               KERASTUNER_ORACLE_PORT=str(cli.loopback_ports(1)[0]))
-    cmd = [sys.executable, "-m", "tuning.search", f"--output_dir={out}", "--max_trials=3", "--epochs_per_trial=1",
-           "--num_cpu_devices=1", *corpus]
+    env = dict(
+        os.environ,
+        NLTK_DATA=helpers.SHARED_NLTK,
+        KERASTUNER_ORACLE_IP="127.0.0.1",
+        KERASTUNER_ORACLE_PORT=str(strategies.loopback_ports(1)[0]),
+    )
+    cmd = [
+        sys.executable,
+        "-m",
+        "tuning.search",
+        f"--output_dir={out}",
+        "--max_trials=3",
+        "--epochs_per_trial=1",
+        "--num_cpu_devices=1",
+        *corpus,
+    ]
 
     def start(role):
-        return subprocess.Popen(cmd, cwd=helpers.ROOT, env=dict(env, KERASTUNER_TUNER_ID=role),
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        return subprocess.Popen(
+            cmd,
+            cwd=helpers.ROOT,
+            env=dict(env, KERASTUNER_TUNER_ID=role),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
 
     chief = start("chief")
     worker = start("tuner0")
@@ -118,11 +155,14 @@ def test_chief_and_worker_finish_a_search_and_a_killed_worker_loses_nothing(corp
     assert os.path.getmtime(first) == stamp  # the finished trial was not trained again
 
 
-@pytest.mark.parametrize("flag,message", [
-    ("--max_trials=0", "max_trials=0 and epochs_per_trial=2 must be at least 1"),
-    ("--epochs_per_trial=0", "epochs_per_trial=0 must be at least 1"),
-    ("--num_cpu_devices=0", "num_cpu_devices=0 must be at least 1"),
-])
+@pytest.mark.parametrize(
+    "flag,message",
+    [
+        ("--max_trials=0", "max_trials=0 and epochs_per_trial=2 must be at least 1"),
+        ("--epochs_per_trial=0", "epochs_per_trial=0 must be at least 1"),
+        ("--num_cpu_devices=0", "num_cpu_devices=0 must be at least 1"),
+    ],
+)
 def test_bad_flags_are_one_sentence_and_leave_the_output_alone(flag, message, corpus, tmp_path):
     out = tmp_path / "search"
     out.mkdir()

@@ -26,8 +26,15 @@ def test_exact_windows_with_padding_and_no_line_crossing():
     assert S == 6
     # Contexts are most recent first: (w_{t-1}, w_{t-2}).
     assert pairs == [
-        ((S, S), 2), ((2, S), 3), ((3, 2), 2), ((2, 3), 0),  # "a b a </s>"
-        ((S, S), 4), ((4, S), 2), ((2, 4), 3), ((3, 2), 5), ((5, 3), 0),  # "c a b d </s>": restarts with <s>
+        ((S, S), 2),
+        ((2, S), 3),
+        ((3, 2), 2),
+        ((2, 3), 0),  # "a b a </s>"
+        ((S, S), 4),
+        ((4, S), 2),
+        ((2, 4), 3),
+        ((3, 2), 5),
+        ((5, 3), 0),  # "c a b d </s>": restarts with <s>
     ]
 
 

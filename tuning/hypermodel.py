@@ -9,9 +9,9 @@ import os
 
 import keras_tuner
 
-from nplm_tf import model as model_lib
-from nplm_tf import train_lib
 from nplm_tf.config import Config
+from nplm_tf.network import model as model_lib
+from nplm_tf.training import trainer
 from pipelines import corpus as corpus_lib
 
 # The default search space: name -> (min, max, step, default) for integers, a
@@ -42,8 +42,16 @@ class NPLMHyperModel(keras_tuner.HyperModel):
       tune_order, tune_direct: also search n and the direct connections.
     """
 
-    def __init__(self, base: Config, corpus: corpus_lib.Corpus, vocab_size: int, output_dir: str,
-                 tune_order: bool = False, tune_direct: bool = False, **kwargs):
+    def __init__(
+        self,
+        base: Config,
+        corpus: corpus_lib.Corpus,
+        vocab_size: int,
+        output_dir: str,
+        tune_order: bool = False,
+        tune_direct: bool = False,
+        **kwargs,
+    ):
         super().__init__(**kwargs)
         self.base = base
         self.corpus = corpus
@@ -65,20 +73,31 @@ class NPLMHyperModel(keras_tuner.HyperModel):
 
     def build(self, hp):
         config = self.config(hp)
-        return model_lib.compile_model(model_lib.build_model(config, self.vocab_size), config,
-                                       steps_per_execution=_steps_per_execution())
+        return model_lib.compile_model(
+            model_lib.build_model(config, self.vocab_size), config, steps_per_execution=_steps_per_execution()
+        )
 
     def fit(self, hp, model, *args, callbacks=(), epochs=None, **kwargs):
         config = self.config(hp)
         if epochs is not None:  # Hyperband sets the epochs of each round
             config = dataclasses.replace(config, epochs=int(epochs))
         run = run_dir(self.output_dir, config)
-        metrics = train_lib.train_and_evaluate(
-            config, run, self.corpus, model.distribute_strategy,  # the tuner's distribution_strategy
-            verbose=kwargs.get("verbose", 0), extra_callbacks=list(callbacks), model=model, export=False,
+        metrics = trainer.train_and_evaluate(
+            config,
+            run,
+            self.corpus,
+            model.distribute_strategy,  # the tuner's distribution_strategy
+            verbose=kwargs.get("verbose", 0),
+            extra_callbacks=list(callbacks),
+            model=model,
+            export=False,
         )
-        return {"val_perplexity": metrics["valid_perplexity"], "test_perplexity": metrics["test_perplexity"],
-                "seconds": metrics["train_seconds"], "epochs": len(metrics["epochs"])}
+        return {
+            "val_perplexity": metrics["valid_perplexity"],
+            "test_perplexity": metrics["test_perplexity"],
+            "seconds": metrics["train_seconds"],
+            "epochs": len(metrics["epochs"]),
+        }
 
 
 def config_key(config: Config) -> str:
@@ -88,9 +107,12 @@ def config_key(config: Config) -> str:
 
 
 def run_dir(output_dir: str, config: Config) -> str:
-    return os.path.join(output_dir, TRIALS_SUBDIR,
-                        f"h{config.hidden_dim}_m{config.feature_dim}_n{config.order}"
-                        f"{'_direct' if config.direct else ''}_{config_key(config)}")
+    return os.path.join(
+        output_dir,
+        TRIALS_SUBDIR,
+        f"h{config.hidden_dim}_m{config.feature_dim}_n{config.order}"
+        f"{'_direct' if config.direct else ''}_{config_key(config)}",
+    )
 
 
 def _steps_per_execution() -> int:
@@ -98,4 +120,4 @@ def _steps_per_execution() -> int:
 
     # build() runs inside the tuner's distribution_strategy scope.
     replicas = tf.distribute.get_strategy().num_replicas_in_sync
-    return train_lib.STEPS_PER_EXECUTION if replicas == 1 else 1
+    return trainer.STEPS_PER_EXECUTION if replicas == 1 else 1

@@ -17,27 +17,33 @@ import os
 
 from absl import flags
 
-from nplm_tf import cli
-from pipelines import corpus_flags
+from nplm_tf.distributed import strategies
+from pipelines import app, corpus_flags
 
 TUNER = flags.DEFINE_enum("tuner", "random", ["random", "hyperband", "bayesian"], "keras-tuner algorithm.")
 MAX_TRIALS = flags.DEFINE_integer("max_trials", 12, "Trials to run (random, bayesian).")
 EPOCHS = flags.DEFINE_integer("epochs_per_trial", 2, "Training epochs per trial (hyperband: the most for one trial).")
-OUTPUT_DIR = flags.DEFINE_string("output_dir", None, "Directory for the search state, trial runs and results.", required=True)
+OUTPUT_DIR = flags.DEFINE_string(
+    "output_dir", None, "Directory for the search state, trial runs and results.", required=True
+)
 CONFIG_JSON = flags.DEFINE_string("config_json", None, "Settings that are not searched (default: nplm_tf's defaults).")
 TUNE_ORDER = flags.DEFINE_boolean("tune_order", False, "Also search n in {3, 4, 5, 6}.")
 TUNE_DIRECT = flags.DEFINE_boolean("tune_direct", False, "Also search the direct connections W.")
-NUM_CPU_DEVICES = flags.DEFINE_integer("num_cpu_devices", 2, "Logical CPU devices: MirroredStrategy's replicas when no GPU.")
+NUM_CPU_DEVICES = flags.DEFINE_integer(
+    "num_cpu_devices", 2, "Logical CPU devices: MirroredStrategy's replicas when no GPU."
+)
 SEED = flags.DEFINE_integer("seed", 1, "Seed of the tuner's sampling.")
-REPORT_ONLY = flags.DEFINE_boolean("report_only", False, "Write the result files from the trials finished so far; run none.")
+REPORT_ONLY = flags.DEFINE_boolean(
+    "report_only", False, "Write the result files from the trials finished so far; run none."
+)
 
 
 def main(argv):
-    cli.split_cpu(NUM_CPU_DEVICES.value)
+    strategies.split_cpu(NUM_CPU_DEVICES.value)
     from keras_tuner.src.distribute import utils as dist_utils
 
     from nplm_tf.config import Config
-    from nplm_tf.train_lib import prepare_data
+    from nplm_tf.training.data import prepare_data
     from tuning import hypermodel as hypermodel_lib
     from tuning import search_lib
 
@@ -45,27 +51,31 @@ def main(argv):
     corpus = corpus_flags.corpus_from_flags()
     os.makedirs(OUTPUT_DIR.value, exist_ok=True)
     vocab_size = prepare_data(base, corpus).vocab.size
-    hypermodel = hypermodel_lib.NPLMHyperModel(base, corpus, vocab_size, OUTPUT_DIR.value,
-                                               tune_order=TUNE_ORDER.value, tune_direct=TUNE_DIRECT.value)
-    strategy = cli.make_strategy("mirrored", NUM_CPU_DEVICES.value)
-    tuner = search_lib.make_tuner(TUNER.value, hypermodel, OUTPUT_DIR.value, MAX_TRIALS.value, EPOCHS.value,
-                                  strategy, SEED.value)
+    hypermodel = hypermodel_lib.NPLMHyperModel(
+        base, corpus, vocab_size, OUTPUT_DIR.value, tune_order=TUNE_ORDER.value, tune_direct=TUNE_DIRECT.value
+    )
+    strategy = strategies.make_strategy("mirrored", NUM_CPU_DEVICES.value)
+    tuner = search_lib.make_tuner(
+        TUNER.value, hypermodel, OUTPUT_DIR.value, MAX_TRIALS.value, EPOCHS.value, strategy, SEED.value
+    )
     if not REPORT_ONLY.value:
         tuner.search(epochs=EPOCHS.value, verbose=0)  # never inside strategy.scope(): keras-tuner enters it per trial
 
     if dist_utils.has_chief_oracle() and not dist_utils.is_chief_oracle():
         best = tuner.oracle.get_best_trials(1)  # asked of the chief
-        print(json.dumps({"role": os.environ["KERASTUNER_TUNER_ID"],
-                          "best_trial": best[0].trial_id if best else None}))
+        print(json.dumps({"role": os.environ["KERASTUNER_TUNER_ID"], "best_trial": best[0].trial_id if best else None}))
         return
     rows = search_lib.trial_rows(tuner, base)
     summary = search_lib.write_results(OUTPUT_DIR.value, rows, base, TUNER.value)
-    print(json.dumps({"role": os.environ.get("KERASTUNER_TUNER_ID", "single"),
-                      "best_trial": summary["best"]["trial"], **summary}))
+    print(
+        json.dumps(
+            {"role": os.environ.get("KERASTUNER_TUNER_ID", "single"), "best_trial": summary["best"]["trial"], **summary}
+        )
+    )
 
 
 def run():
-    cli.run(main)
+    app.run(main)
 
 
 if __name__ == "__main__":

@@ -13,7 +13,6 @@ import os
 
 import keras_tuner
 
-from nplm_tf import callbacks as callbacks_lib
 from nplm_tf.config import Config, ConfigError
 from pipelines import files
 from tuning import hypermodel as hypermodel_lib
@@ -23,13 +22,27 @@ PROJECT = "search"
 RESULTS_JSON, RESULTS_MD, RESULTS_PNG, BEST_CONFIG = "results.json", "results.md", "results.png", "best_config.json"
 
 
-def make_tuner(kind: str, hypermodel: hypermodel_lib.NPLMHyperModel, output_dir: str, max_trials: int,
-               epochs_per_trial: int, strategy, seed: int) -> keras_tuner.Tuner:
+def make_tuner(
+    kind: str,
+    hypermodel: hypermodel_lib.NPLMHyperModel,
+    output_dir: str,
+    max_trials: int,
+    epochs_per_trial: int,
+    strategy,
+    seed: int,
+) -> keras_tuner.Tuner:
     """One of keras-tuner's tuners; an existing OUTPUT/search is reloaded, so the search resumes."""
     if max_trials < 1 or epochs_per_trial < 1:
         raise ConfigError(f"max_trials={max_trials} and epochs_per_trial={epochs_per_trial} must be at least 1.")
-    common = dict(hypermodel=hypermodel, objective=hypermodel_lib.OBJECTIVE, seed=seed, directory=output_dir,
-                  project_name=PROJECT, overwrite=False, distribution_strategy=strategy)
+    common = dict(
+        hypermodel=hypermodel,
+        objective=hypermodel_lib.OBJECTIVE,
+        seed=seed,
+        directory=output_dir,
+        project_name=PROJECT,
+        overwrite=False,
+        distribution_strategy=strategy,
+    )
     if kind == "random":
         return keras_tuner.RandomSearch(max_trials=max_trials, **common)
     if kind == "bayesian":
@@ -47,42 +60,53 @@ def trial_rows(tuner: keras_tuner.Tuner, base: Config) -> list[dict]:
             continue
         values = trial.hyperparameters.values
         metric = lambda name: trial.metrics.get_last_value(name) if trial.metrics.exists(name) else None  # noqa: E731
-        rows.append({
-            "trial": trial.trial_id,
-            "hidden_dim": values.get("hidden_dim", base.hidden_dim),
-            "feature_dim": values.get("feature_dim", base.feature_dim),
-            "order": values.get("order", base.order),
-            "direct": bool(values.get("direct", base.direct)),
-            "epochs": int(metric("epochs") or 0),
-            "valid_perplexity": trial.metrics.get_best_value("val_perplexity"),
-            "test_perplexity": metric("test_perplexity"),
-            "seconds": metric("seconds"),
-        })
+        rows.append(
+            {
+                "trial": trial.trial_id,
+                "hidden_dim": values.get("hidden_dim", base.hidden_dim),
+                "feature_dim": values.get("feature_dim", base.feature_dim),
+                "order": values.get("order", base.order),
+                "direct": bool(values.get("direct", base.direct)),
+                "epochs": int(metric("epochs") or 0),
+                "valid_perplexity": trial.metrics.get_best_value("val_perplexity"),
+                "test_perplexity": metric("test_perplexity"),
+                "seconds": metric("seconds"),
+            }
+        )
     return sorted(rows, key=lambda r: r["valid_perplexity"])
 
 
 def best_config(rows: list[dict], base: Config) -> Config:
     best = rows[0]
-    return dataclasses.replace(base, hidden_dim=best["hidden_dim"], feature_dim=best["feature_dim"],
-                               order=best["order"], direct=best["direct"])
+    return dataclasses.replace(
+        base, hidden_dim=best["hidden_dim"], feature_dim=best["feature_dim"], order=best["order"], direct=best["direct"]
+    )
 
 
 def write_results(output_dir: str, rows: list[dict], base: Config, tuner_kind: str) -> dict:
     if not rows:
         raise ConfigError("the search finished no trial; see the errors above.")
     best = best_config(rows, base)
-    callbacks_lib.write_json(os.path.join(output_dir, RESULTS_JSON), {"tuner": tuner_kind, "trials": rows})
-    callbacks_lib.write_json(os.path.join(output_dir, BEST_CONFIG), best.to_dict())
-    lines = [f"# {tuner_kind} search: {len(rows)} trials, best first (validation perplexity)", "",
-             "| trial | h | m | n | direct | epochs | valid ppl | test ppl | seconds |",
-             "|---|---|---|---|---|---|---|---|---|"]
+    files.write_json(os.path.join(output_dir, RESULTS_JSON), {"tuner": tuner_kind, "trials": rows})
+    files.write_json(os.path.join(output_dir, BEST_CONFIG), best.to_dict())
+    lines = [
+        f"# {tuner_kind} search: {len(rows)} trials, best first (validation perplexity)",
+        "",
+        "| trial | h | m | n | direct | epochs | valid ppl | test ppl | seconds |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
     for r in rows:
         test = f"{r['test_perplexity']:.2f}" if r["test_perplexity"] is not None else ""
-        lines.append(f"| {r['trial']} | {r['hidden_dim']} | {r['feature_dim']} | {r['order']} | "
-                     f"{'yes' if r['direct'] else 'no'} | {r['epochs']} | {r['valid_perplexity']:.2f} | {test} | "
-                     f"{r['seconds']:.0f} |")
-    lines += ["", f"Best configuration: {BEST_CONFIG} (train it with `python -m nplm_tf.train "
-              f"--config_json={os.path.join(output_dir, BEST_CONFIG)} --model_dir=...`)."]
+        lines.append(
+            f"| {r['trial']} | {r['hidden_dim']} | {r['feature_dim']} | {r['order']} | "
+            f"{'yes' if r['direct'] else 'no'} | {r['epochs']} | {r['valid_perplexity']:.2f} | {test} | "
+            f"{r['seconds']:.0f} |"
+        )
+    lines += [
+        "",
+        f"Best configuration: {BEST_CONFIG} (train it with `python -m nplm_tf.train "
+        f"--config_json={os.path.join(output_dir, BEST_CONFIG)} --model_dir=...`).",
+    ]
     files.write_text(os.path.join(output_dir, RESULTS_MD), "\n".join(lines) + "\n")
     plot(rows, os.path.join(output_dir, RESULTS_PNG))
     return {"best": rows[0], "best_config": os.path.join(output_dir, BEST_CONFIG), "trials": len(rows)}

@@ -1,53 +1,10 @@
-"""What every binary shares: one clear sentence and a non-zero exit on bad input."""
+"""tf.distribute strategies by name, the CPU split MirroredStrategy needs, a worker's role, local ports."""
 
 from __future__ import annotations
 
-import os
 import socket
-import sys
-from collections.abc import Callable
 
-# Quieter TensorFlow start-up; set before tensorflow is imported by a binary.
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-
-from absl import app  # noqa: E402
-
-from nplm_tf.config import ConfigError  # noqa: E402
-from pipelines.corpus import CorpusError  # noqa: E402
-
-USER_ERRORS = (ConfigError, CorpusError, FileNotFoundError)
-
-
-def fail(message: str, code: int = 1) -> None:
-    print(f"error: {message}", file=sys.stderr, flush=True)
-    sys.exit(code)
-
-
-def guarded(main: Callable[[list[str]], None]) -> Callable[[list[str]], None]:
-    """Wraps `main`: user errors print one sentence; Ctrl-C says how to resume."""
-
-    def wrapped(argv: list[str]) -> None:
-        from absl import flags, logging
-
-        if not flags.FLAGS["verbosity"].present:  # TensorFlow's INFO chatter (savers, collectives) off
-            logging.set_verbosity(logging.WARNING)
-        if len(argv) > 1:
-            fail(f"unexpected arguments {argv[1:]}; every option is a --flag.", 2)
-        try:
-            main(argv)
-        except USER_ERRORS as e:
-            fail(str(e))
-        except KeyboardInterrupt:
-            fail("interrupted; run the same command again to resume from the last finished epoch.", 130)
-
-    return wrapped
-
-
-def run(main: Callable[[list[str]], None]) -> None:
-    import logging
-
-    logging.getLogger("tensorflow").setLevel(logging.ERROR)  # per-batch distribute chatter
-    app.run(guarded(main))
+from nplm_tf.config import ConfigError
 
 
 def split_cpu(num_devices: int) -> None:
@@ -72,7 +29,8 @@ def make_strategy(name: str, num_cpu_devices: int = 1):
         options = tf.distribute.experimental.CommunicationOptions(
             implementation=tf.distribute.experimental.CommunicationImplementation.RING,
             # One all-reduce for all gradients instead of one per variable: +17% on 2 workers (benchmarks.scaling).
-            bytes_per_pack=32 << 20)
+            bytes_per_pack=32 << 20,
+        )
         return tf.distribute.MultiWorkerMirroredStrategy(communication_options=options)
     if name == "mirrored":
         gpus = tf.config.list_logical_devices("GPU")
@@ -91,3 +49,13 @@ def loopback_ports(n: int) -> list[int]:
     finally:
         for s in sockets:
             s.close()
+
+
+def is_chief(strategy) -> bool:
+    """Whether this worker writes the run directory (the chief, or worker 0 of a cluster without one)."""
+    resolver = getattr(strategy, "cluster_resolver", None)
+    if resolver is None or not resolver.task_type:
+        return True
+    return resolver.task_type == "chief" or (
+        resolver.task_type == "worker" and resolver.task_id == 0 and "chief" not in resolver.cluster_spec().as_dict()
+    )

@@ -5,9 +5,9 @@ import keras
 import numpy as np
 import pytest
 
-from nplm_tf import callbacks as callbacks_lib
-from nplm_tf import train_lib
 from nplm_tf.config import ConfigError
+from nplm_tf.run_dir import RunDir
+from nplm_tf.training import backup, trainer
 from pipelines import corpus as corpus_lib
 from tests import helpers
 
@@ -35,7 +35,7 @@ class Interrupt(keras.callbacks.Callback):
 
 def test_small_run_writes_metrics_and_learns(tmp_path):
     config = helpers.tiny_config(epochs=3)
-    metrics = train_lib.train_and_evaluate(config, str(tmp_path / "m"), files_corpus(tmp_path), verbose=0)
+    metrics = trainer.train_and_evaluate(config, str(tmp_path / "m"), files_corpus(tmp_path), verbose=0)
     with open(tmp_path / "m" / "metrics.json") as f:
         assert json.load(f) == json.loads(json.dumps(metrics))
     assert metrics["config"] == config.to_dict()
@@ -52,27 +52,30 @@ def test_small_run_writes_metrics_and_learns(tmp_path):
 def test_resume_after_interruption_matches_uninterrupted_run(tmp_path, dropout):
     corpus = files_corpus(tmp_path)
     config = helpers.tiny_config(epochs=4, optimizer="adam", learning_rate=0.01, lr_decay=0.01, dropout=dropout)
-    straight = train_lib.train_and_evaluate(config, str(tmp_path / "a"), corpus, verbose=0)
+    straight = trainer.train_and_evaluate(config, str(tmp_path / "a"), corpus, verbose=0)
     with pytest.raises(KeyboardInterrupt):  # mid-epoch 3
-        train_lib.train_and_evaluate(config, str(tmp_path / "b"), corpus, verbose=0,
-                                     extra_callbacks=[Interrupt(epoch=2, batch=3)])
-    assert len(callbacks_lib.read_history(str(tmp_path / "b"))) == 2
+        trainer.train_and_evaluate(
+            config, str(tmp_path / "b"), corpus, verbose=0, extra_callbacks=[Interrupt(epoch=2, batch=3)]
+        )
+    assert len(RunDir(str(tmp_path / "b")).read_history()) == 2
     assert not os.path.exists(tmp_path / "b" / "metrics.json")
-    resumed = train_lib.train_and_evaluate(config, str(tmp_path / "b"), corpus, verbose=0)
+    resumed = trainer.train_and_evaluate(config, str(tmp_path / "b"), corpus, verbose=0)
     for key in ("valid_perplexity", "test_perplexity"):
         assert resumed[key] == pytest.approx(straight[key], rel=1e-4), key
     assert [e["valid_perplexity"] for e in resumed["epochs"]] == pytest.approx(
-        [e["valid_perplexity"] for e in straight["epochs"]], rel=1e-4)
+        [e["valid_perplexity"] for e in straight["epochs"]], rel=1e-4
+    )
 
 
 def test_resume_survives_a_truncated_backup(tmp_path):
     """A damaged newest backup falls back to the generation before it (and a half-written save is ignored)."""
     corpus = files_corpus(tmp_path)
     config = helpers.tiny_config(epochs=4)
-    straight = train_lib.train_and_evaluate(config, str(tmp_path / "a"), corpus, verbose=0)
+    straight = trainer.train_and_evaluate(config, str(tmp_path / "a"), corpus, verbose=0)
     with pytest.raises(KeyboardInterrupt):
-        train_lib.train_and_evaluate(config, str(tmp_path / "b"), corpus, verbose=0,
-                                     extra_callbacks=[Interrupt(epoch=3, batch=0)])
+        trainer.train_and_evaluate(
+            config, str(tmp_path / "b"), corpus, verbose=0, extra_callbacks=[Interrupt(epoch=3, batch=0)]
+        )
     backup = tmp_path / "b" / "backup"
     generations = json.loads((backup / "state.json").read_text())["generations"]
     assert [g["epoch"] for g in generations] == [3, 2]
@@ -80,17 +83,17 @@ def test_resume_survives_a_truncated_backup(tmp_path):
     latest = backup / generations[0]["weights"]
     latest.write_bytes(latest.read_bytes()[:96])
     (backup / ".tmp-epoch-0004.weights.h5").write_bytes(b"half")  # what an interrupted save leaves: never read
-    resumed = train_lib.train_and_evaluate(config, str(tmp_path / "b"), corpus, verbose=0)
+    resumed = trainer.train_and_evaluate(config, str(tmp_path / "b"), corpus, verbose=0)
     assert resumed["test_perplexity"] == pytest.approx(straight["test_perplexity"], rel=1e-4)
 
 
 def test_finished_run_is_not_trained_again(tmp_path):
     corpus = files_corpus(tmp_path)
     config = helpers.tiny_config(epochs=1)
-    first = train_lib.train_and_evaluate(config, str(tmp_path / "m"), corpus, verbose=0)
+    first = trainer.train_and_evaluate(config, str(tmp_path / "m"), corpus, verbose=0)
     mtime = os.path.getmtime(tmp_path / "m" / "best.weights.h5")
     (tmp_path / "m" / "backup" / ".tmp-epoch-0002.weights.h5").write_bytes(b"half")  # as a kill -9 leaves it
-    again = train_lib.train_and_evaluate(config, str(tmp_path / "m"), corpus, verbose=0)
+    again = trainer.train_and_evaluate(config, str(tmp_path / "m"), corpus, verbose=0)
     assert again == json.loads(json.dumps(first))
     assert os.path.getmtime(tmp_path / "m" / "best.weights.h5") == mtime
     assert not (tmp_path / "m" / "backup" / ".tmp-epoch-0002.weights.h5").exists()
@@ -98,26 +101,26 @@ def test_finished_run_is_not_trained_again(tmp_path):
 
 def test_more_epochs_continue_a_finished_run(tmp_path):
     corpus = files_corpus(tmp_path)
-    train_lib.train_and_evaluate(helpers.tiny_config(epochs=1), str(tmp_path / "m"), corpus, verbose=0)
-    first = callbacks_lib.read_history(str(tmp_path / "m"))[0]
-    longer = train_lib.train_and_evaluate(helpers.tiny_config(epochs=3), str(tmp_path / "m"), corpus, verbose=0)
+    trainer.train_and_evaluate(helpers.tiny_config(epochs=1), str(tmp_path / "m"), corpus, verbose=0)
+    first = RunDir(str(tmp_path / "m")).read_history()[0]
+    longer = trainer.train_and_evaluate(helpers.tiny_config(epochs=3), str(tmp_path / "m"), corpus, verbose=0)
     assert [e["epoch"] for e in longer["epochs"]] == [1, 2, 3]
     assert longer["epochs"][0] == first  # epoch 1 was not trained again
 
 
 def test_model_dir_of_another_config_is_refused_and_left_intact(tmp_path):
     corpus = files_corpus(tmp_path)
-    train_lib.train_and_evaluate(helpers.tiny_config(epochs=1), str(tmp_path / "m"), corpus, verbose=0)
+    trainer.train_and_evaluate(helpers.tiny_config(epochs=1), str(tmp_path / "m"), corpus, verbose=0)
     before = {f: os.path.getmtime(tmp_path / "m" / f) for f in os.listdir(tmp_path / "m")}
     with pytest.raises(ConfigError, match=r"another configuration \(hidden_dim: 16 -> 32\)"):
-        train_lib.train_and_evaluate(helpers.tiny_config(epochs=1, hidden_dim=32), str(tmp_path / "m"), corpus)
+        trainer.train_and_evaluate(helpers.tiny_config(epochs=1, hidden_dim=32), str(tmp_path / "m"), corpus)
     assert {f: os.path.getmtime(tmp_path / "m" / f) for f in os.listdir(tmp_path / "m")} == before
 
 
 def test_learning_rate_follows_the_papers_schedule():
-    from nplm_tf import model as model_lib
+    from nplm_tf.network import optimizers
 
-    schedule = model_lib.learning_rate(helpers.tiny_config(learning_rate=0.5, lr_decay=0.25))
+    schedule = optimizers.learning_rate(helpers.tiny_config(learning_rate=0.5, lr_decay=0.25))
     for t in (0, 1, 4, 100):
         assert float(schedule(t)) == pytest.approx(0.5 / (1 + 0.25 * t), rel=1e-6)
 
@@ -125,13 +128,13 @@ def test_learning_rate_follows_the_papers_schedule():
 def test_fused_adam_matches_keras_adam_on_dense_and_sparse_gradients():
     import tensorflow as tf
 
-    from nplm_tf import model as model_lib
+    from nplm_tf.network import optimizers
 
     rng = np.random.default_rng(0)
     shapes = [(7, 5), (5,), (11, 3)]
     grads = [[rng.normal(size=s).astype("float32") for s in shapes] for _ in range(5)]
     states = []
-    for cls in (keras.optimizers.Adam, model_lib.FusedAdam):
+    for cls in (keras.optimizers.Adam, optimizers.FusedAdam):
         variables = [keras.Variable(np.full(s, 0.3, "float32")) for s in shapes]
         optimizer = cls(learning_rate=keras.optimizers.schedules.InverseTimeDecay(0.01, 1, 0.1))
 
@@ -150,13 +153,14 @@ def test_fused_adam_matches_keras_adam_on_dense_and_sparse_gradients():
 
 
 def test_training_uses_the_fused_adam_update(tmp_path, monkeypatch):
-    from nplm_tf import model as model_lib
+    from nplm_tf.network import optimizers
 
     calls = []
-    fused = model_lib._adam_update
-    monkeypatch.setattr(model_lib, "_adam_update", lambda *args: calls.append(1) or fused(*args))
-    train_lib.train_and_evaluate(helpers.tiny_config(epochs=1, optimizer="adam"), str(tmp_path / "m"),
-                                 files_corpus(tmp_path))
+    fused = optimizers._adam_update
+    monkeypatch.setattr(optimizers, "_adam_update", lambda *args: calls.append(1) or fused(*args))
+    trainer.train_and_evaluate(
+        helpers.tiny_config(epochs=1, optimizer="adam"), str(tmp_path / "m"), files_corpus(tmp_path)
+    )
     assert len(calls) >= 5  # traced once per variable: C, H, d, U, b
 
 
@@ -165,8 +169,7 @@ def test_interrupt_during_a_backup_save_keeps_the_last_complete_one(tmp_path, mo
     model = keras.Sequential([keras.Input((3,)), keras.layers.Dense(2)])
     model.compile(optimizer=keras.optimizers.SGD(0.1), loss="mse")
     x, y = np.ones((8, 3), np.float32), np.zeros((8, 2), np.float32)
-    backup_dir = str(tmp_path / "backup")
-    model.fit(x, y, epochs=1, verbose=0, callbacks=[callbacks_lib.EpochBackup(backup_dir)])
+    model.fit(x, y, epochs=1, verbose=0, callbacks=[backup.EpochBackup(RunDir(str(tmp_path)))])
     saved = [w.copy() for w in model.get_weights()]
 
     def half_written(path, *args, **kwargs):
@@ -176,12 +179,12 @@ def test_interrupt_during_a_backup_save_keeps_the_last_complete_one(tmp_path, mo
 
     monkeypatch.setattr(model, "save_weights", half_written)
     with pytest.raises(KeyboardInterrupt):
-        model.fit(x, y, epochs=2, initial_epoch=1, verbose=0, callbacks=[callbacks_lib.EpochBackup(backup_dir)])
+        model.fit(x, y, epochs=2, initial_epoch=1, verbose=0, callbacks=[backup.EpochBackup(RunDir(str(tmp_path)))])
     monkeypatch.undo()
 
     fresh = keras.Sequential([keras.Input((3,)), keras.layers.Dense(2)])
     fresh.compile(optimizer=keras.optimizers.SGD(0.1), loss="mse")
-    assert callbacks_lib.restore_backup(fresh, backup_dir) == 1
+    assert backup.restore_backup(fresh, RunDir(str(tmp_path))) == 1
     for a, b in zip(fresh.get_weights(), saved):
         np.testing.assert_array_equal(a, b)
     assert int(fresh.optimizer.iterations.numpy()) == 1
@@ -195,7 +198,7 @@ def test_unloadable_backup_is_one_clear_error(tmp_path):
     (backup_dir / "epoch-0001.weights.h5").write_bytes(b"junk")
     (backup_dir / "state.json").write_text('{"generations": [{"epoch": 1, "weights": "epoch-0001.weights.h5"}]}')
     with pytest.raises(ConfigError, match="delete that directory to retrain from scratch"):
-        callbacks_lib.restore_backup(model, str(backup_dir))
+        backup.restore_backup(model, RunDir(str(tmp_path)))
 
 
 def test_a_run_backed_up_by_keras_backup_and_restore_still_resumes(tmp_path):
@@ -204,11 +207,16 @@ def test_a_run_backed_up_by_keras_backup_and_restore_still_resumes(tmp_path):
     model.compile(optimizer=keras.optimizers.SGD(0.1), loss="mse")
     x, y = np.ones((8, 3), np.float32), np.zeros((8, 2), np.float32)
     backup_dir = str(tmp_path / "backup")
-    model.fit(x, y, epochs=2, verbose=0,
-              callbacks=[keras.callbacks.BackupAndRestore(backup_dir, delete_checkpoint=False, double_checkpoint=True)])
+    model.fit(
+        x,
+        y,
+        epochs=2,
+        verbose=0,
+        callbacks=[keras.callbacks.BackupAndRestore(backup_dir, delete_checkpoint=False, double_checkpoint=True)],
+    )
     fresh = keras.Sequential([keras.Input((3,)), keras.layers.Dense(2)])
     fresh.compile(optimizer=keras.optimizers.SGD(0.1), loss="mse")
-    assert callbacks_lib.restore_backup(fresh, backup_dir) == 2
+    assert backup.restore_backup(fresh, RunDir(str(tmp_path))) == 2
     for a, b in zip(fresh.get_weights(), model.get_weights()):
         np.testing.assert_array_equal(a, b)
 
@@ -216,7 +224,7 @@ def test_a_run_backed_up_by_keras_backup_and_restore_still_resumes(tmp_path):
 def test_token_nll_and_its_gradient_match_tensorflows_cross_entropy():
     import tensorflow as tf
 
-    from nplm_tf import model as model_lib
+    from nplm_tf.network import model as model_lib
 
     rng = np.random.default_rng(0)
     logits = rng.normal(scale=4, size=(6, 50)).astype(np.float32)
@@ -224,8 +232,7 @@ def test_token_nll_and_its_gradient_match_tensorflows_cross_entropy():
     targets = np.array([3, 0, 49, 3, 12, 7], np.int32)
     weights = tf.constant(rng.normal(size=6).astype(np.float32))
     results = []
-    for fn in (model_lib.token_nll,
-               lambda t, z: tf.nn.sparse_softmax_cross_entropy_with_logits(labels=t, logits=z)):
+    for fn in (model_lib.token_nll, lambda t, z: tf.nn.sparse_softmax_cross_entropy_with_logits(labels=t, logits=z)):
         z = tf.constant(logits)
         with tf.GradientTape() as tape:
             tape.watch(z)

@@ -1,15 +1,12 @@
-"""train_and_evaluate(config, model_dir, corpus): the whole run, resumable.
+"""train_and_evaluate(config, model_dir, corpus): the whole run with Keras `fit`, resumable.
 
-The model directory holds everything a run writes: config.json, vocab.tsv,
-history.json, the best-by-validation weights, the per-epoch backup (weights + optimizer),
-TensorBoard logs, model.keras, the SavedModel (export/<version>) and, last,
-metrics.json. Re-running the same
-command resumes from the last finished epoch with the optimizer state.
+The model directory (`nplm_tf.run_dir`) holds everything a run writes.
+Re-running the same command resumes from the last finished epoch with the
+optimizer state.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import sys
 
@@ -17,69 +14,31 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from nplm_tf import callbacks as callbacks_lib
-from nplm_tf import evaluate_lib, export_lib, run_dir
-from nplm_tf import model as model_lib
 from nplm_tf.config import Config, ConfigError
+from nplm_tf.network import model as model_lib
+from nplm_tf.network import scoring
+from nplm_tf.run_dir import RunDir
+from nplm_tf.serving import saved_model
+from nplm_tf.training import backup
+from nplm_tf.training import callbacks as callbacks_lib
+from nplm_tf.training.data import Data, prepare_data
 from pipelines import corpus as corpus_lib
 from pipelines import files
 from pipelines import vocabulary as vocab_lib
-from pipelines import windows
 
-# What the run directory holds, and loading it back, live in run_dir (export uses them too).
-CONFIG_FILE, METRICS_FILE, KERAS_FILE = run_dir.CONFIG_FILE, run_dir.METRICS_FILE, run_dir.KERAS_FILE
-load_trained, read_metrics = run_dir.load_trained, run_dir.read_metrics
-BACKUP_DIR = "backup"
-EVAL_BATCH_SIZE = 1024
 # Steps per tf.function call: amortizes Keras's per-step Python cost on one
 # replica. Under MirroredStrategy, Keras 3.15's multi-step loop fails ("You
 # must feed a value for placeholder"), so several replicas run one step a call.
 STEPS_PER_EXECUTION = 32
 
 
-@dataclasses.dataclass(frozen=True)
-class Data:
-    """What the pipeline knows about a corpus before training: vocabulary and sizes."""
-
-    vocab: vocab_lib.Vocabulary
-    tokens: dict[str, int]  # predicted tokens per split (tokens + one </s> per line)
-
-    def dataset(self, corpus: corpus_lib.Corpus, split: str, config: Config, **kwargs) -> tf.data.Dataset:
-        batch = kwargs.pop("batch_size", EVAL_BATCH_SIZE)
-        return windows.window_dataset(corpus[split], self.vocab, config.order, batch, self.tokens[split], **kwargs)
-
-
-def split_tokens(split: corpus_lib.Split) -> int:
-    _, tokens, lines = vocab_lib.count_split(split)
-    return tokens + lines
-
-
-def eval_dataset(split: corpus_lib.Split, vocab: vocab_lib.Vocabulary, config: Config) -> tf.data.Dataset:
-    """Every window of `split`, in order, for exact scoring (counts the split's tokens once)."""
-    return windows.window_dataset(split, vocab, config.order, EVAL_BATCH_SIZE, split_tokens(split))
-
-
-def prepare_data(config: Config, corpus: corpus_lib.Corpus, model_dir: str | None = None) -> Data:
-    """Checks every split, builds (or reloads) the vocabulary and counts tokens."""
-    for name in corpus_lib.SPLITS:
-        corpus_lib.check_split(corpus[name], config.order)
-    vocab_path = os.path.join(model_dir, vocab_lib.VOCAB_FILE) if model_dir else None
-    if vocab_path and os.path.isfile(vocab_path):
-        vocab = vocab_lib.Vocabulary.load(model_dir)
-    else:
-        vocab = vocab_lib.build(corpus["train"], config.min_count)
-        if model_dir:
-            vocab.save(model_dir)
-    return Data(vocab, {name: split_tokens(corpus[name]) for name in corpus_lib.SPLITS})
-
-
 def check_model_dir(config: Config, model_dir: str) -> None:
     """Refuses a directory that holds a model of another configuration."""
     if os.path.exists(model_dir) and not os.path.isdir(model_dir):
         raise ConfigError(f"--model_dir={model_dir} is a file, not a directory.")
-    path = os.path.join(model_dir, CONFIG_FILE)
-    if os.path.isfile(path):
-        saved = Config.from_json(path)
+    run = RunDir(model_dir)
+    if run.has_config():
+        saved = run.read_config()
         diff = config.differences(saved)
         if diff:
             changes = ", ".join(f"{k}: {getattr(saved, k)!r} -> {getattr(config, k)!r}" for k in diff)
@@ -90,7 +49,7 @@ def check_model_dir(config: Config, model_dir: str) -> None:
     os.makedirs(model_dir, exist_ok=True)
     for stale in files.remove_stale_temporaries(model_dir):  # left by a kill -9 mid-write
         print(f"removed {stale}, a file an interrupted write left behind", flush=True)
-    callbacks_lib.write_json(path, config.to_dict())
+    run.write_config(config)
 
 
 def build_compiled_model(config: Config, vocab_size: int, strategy: tf.distribute.Strategy) -> keras.Model:
@@ -136,40 +95,44 @@ def train_and_evaluate(
     strategy = strategy or tf.distribute.get_strategy()
     keras.utils.set_random_seed(config.seed)
 
+    run = RunDir(model_dir)
     epoch = tf.Variable(0, dtype=tf.int64, trainable=False)
-    train_ds = data.dataset(
-        corpus, "train", config, batch_size=config.batch_size, shuffle=True,
-        shuffle_buffer=config.shuffle_buffer, seed=config.seed, epoch=epoch,
-    )
+    train_ds = data.train_dataset(corpus, config, epoch)
     valid_ds = data.dataset(corpus, "valid", config)
     if model is None:
         model = build_compiled_model(config, data.vocab.size, strategy)
     init_output_bias(model, data.vocab)  # a resume restores the trained b over this
-    print(f"training {model.count_params():,} parameters on {strategy.num_replicas_in_sync} replica(s); "
-          f"{data.tokens['train']:,} train tokens, |V| = {data.vocab.size:,}", flush=True)
+    print(
+        f"training {model.count_params():,} parameters on {strategy.num_replicas_in_sync} replica(s); "
+        f"{data.tokens['train']:,} train tokens, |V| = {data.vocab.size:,}",
+        flush=True,
+    )
 
     if verbose is None:
         verbose = 1 if sys.stdout.isatty() else 2
+    step_loss = callbacks_lib.StepLoss(run)
     callbacks = [
         callbacks_lib.EpochSeed(epoch),
-        callbacks_lib.ValidationRecorder(model_dir, valid_ds, data.tokens["train"], data.vocab.unk_id),
-        callbacks_lib.ResumableEarlyStopping(model_dir, config.patience),
-        keras.callbacks.TensorBoard(os.path.join(model_dir, "logs"), write_graph=False, profile_batch=0),
-        callbacks_lib.EpochBackup(os.path.join(model_dir, BACKUP_DIR)),
+        step_loss,  # before ValidationRecorder, which keeps its curve
+        callbacks_lib.ValidationRecorder(run, valid_ds, data.tokens["train"], data.vocab.unk_id, step_loss),
+        callbacks_lib.ResumableEarlyStopping(run, config.patience),
+        keras.callbacks.TensorBoard(run.logs_dir, write_graph=False, profile_batch=0),
+        backup.EpochBackup(run),
         *extra_callbacks,
     ]
     with strategy.scope():
-        initial_epoch = callbacks_lib.restore_backup(model, os.path.join(model_dir, BACKUP_DIR))
+        initial_epoch = backup.restore_backup(model, run)
     # shuffle=False: the dataset already shuffles, as a function of the epoch.
-    model.fit(train_ds, epochs=config.epochs, initial_epoch=initial_epoch, callbacks=callbacks, verbose=verbose,
-              shuffle=False)
+    model.fit(
+        train_ds, epochs=config.epochs, initial_epoch=initial_epoch, callbacks=callbacks, verbose=verbose, shuffle=False
+    )
 
     return finish_run(model, data, corpus, config, model_dir, export=export)
 
 
 def finished_metrics(config: Config, model_dir: str) -> dict | None:
     """The metrics of a run in `model_dir` that finished with this config and at least these epochs, else None."""
-    finished = read_metrics(model_dir)
+    finished = RunDir(model_dir).read_metrics()
     if finished is None:
         return None
     done = Config.from_dict(finished["config"])
@@ -179,28 +142,38 @@ def finished_metrics(config: Config, model_dir: str) -> dict | None:
     return finished
 
 
-def finish_run(model: keras.Model, data: Data, corpus: corpus_lib.Corpus, config: Config, model_dir: str, *,
-               export: bool = True, write: bool = True, extra: dict | None = None) -> dict:
+def finish_run(
+    model: keras.Model,
+    data: Data,
+    corpus: corpus_lib.Corpus,
+    config: Config,
+    model_dir: str,
+    *,
+    export: bool = True,
+    write: bool = True,
+    extra: dict | None = None,
+) -> dict:
     """The end of every run: the best weights back, exact valid/test perplexity, then (if `write`)
     model.keras, the SavedModel and, last, metrics.json. Returns the metrics."""
-    model.load_weights(os.path.join(model_dir, callbacks_lib.BEST_WEIGHTS))
+    run = RunDir(model_dir)
+    model.load_weights(run.best_weights)
     metrics = evaluate_all(model, data, corpus, config)
-    metrics["epochs"] = list(callbacks_lib.read_history(model_dir).values())
+    metrics["epochs"] = list(run.read_history().values())
     metrics["train_seconds"] = sum(e["seconds"] for e in metrics["epochs"])
     metrics["best_epoch"] = min(metrics["epochs"], key=lambda e: e["valid_perplexity"])["epoch"]
     metrics.update(extra or {})
     if write:
-        files.replace_atomically(os.path.join(model_dir, KERAS_FILE), model.save)
+        files.replace_atomically(run.keras_file, model.save)
         if export:
-            metrics["export"] = export_lib.export(model_dir)  # a new version each time training extends the run
-        callbacks_lib.write_json(os.path.join(model_dir, METRICS_FILE), metrics)
+            metrics["export"] = saved_model.export(model_dir)  # a new version each time training extends the run
+        run.write_metrics(metrics)
     return metrics
 
 
 def evaluate_all(model: keras.Model, data: Data, corpus: corpus_lib.Corpus, config: Config) -> dict:
-    batch_nll = evaluate_lib.nll_function(model)
+    batch_nll = scoring.nll_function(model)
     scores = {
-        name: evaluate_lib.score(model, data.dataset(corpus, name, config), data.vocab.unk_id, batch_nll=batch_nll)
+        name: scoring.score(model, data.dataset(corpus, name, config), data.vocab.unk_id, batch_nll=batch_nll)
         for name in ("valid", "test")
     }
     return {

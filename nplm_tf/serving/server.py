@@ -29,7 +29,7 @@ class Server(tf.Module):
       vocab_path: the vocabulary file (`vocab.tsv`, line i = word of id i). The
         lookup tables are initialized from it, so a SavedModel holds it once,
         as an asset, and TensorFlow Serving rebuilds the tables from it.
-      ngram: optional `serving_ngram.ServingKneserNey`; when given, every
+      ngram: optional `ngram_tables.ServingNgram`; when given, every
         probability is the mixture λ(h)·P_nn + (1 - λ(h))·P_ngram.
     """
 
@@ -41,15 +41,23 @@ class Server(tf.Module):
         # request (casting U per call would cost more than a one-row forward pass).
         held = lambda w, dtype: tf.Variable(tf.cast(w, dtype), trainable=False)  # noqa: E731
         self.C, self.H, self.d, self.U, self.W = (
-            held(w, self.compute_dtype) if w is not None else None for w in (layer.C, layer.H, layer.d, layer.U, layer.W))
+            held(w, self.compute_dtype) if w is not None else None
+            for w in (layer.C, layer.H, layer.d, layer.U, layer.W)
+        )
         self.b = held(layer.b, tf.float32)
         line = tf.lookup.TextFileIndex.LINE_NUMBER
         self.ids_table = tf.lookup.StaticHashTable(
-            tf.lookup.TextFileInitializer(vocab_path, tf.string, 0, tf.int64, line, delimiter="\t", vocab_size=vocab.size),
-            default_value=vocab.unk_id)
+            tf.lookup.TextFileInitializer(
+                vocab_path, tf.string, 0, tf.int64, line, delimiter="\t", vocab_size=vocab.size
+            ),
+            default_value=vocab.unk_id,
+        )
         self.words_table = tf.lookup.StaticHashTable(
-            tf.lookup.TextFileInitializer(vocab_path, tf.int64, line, tf.string, 0, delimiter="\t", vocab_size=vocab.size),
-            default_value=vocab_lib.UNK)
+            tf.lookup.TextFileInitializer(
+                vocab_path, tf.int64, line, tf.string, 0, delimiter="\t", vocab_size=vocab.size
+            ),
+            default_value=vocab_lib.UNK,
+        )
         self.ngram = ngram
         self.vocab_size = vocab.size
         self.context_size = layer.context_size  # n - 1
@@ -71,8 +79,9 @@ class Server(tf.Module):
     def last_context(self, ids: tf.RaggedTensor) -> tf.Tensor:
         """(B, (L)) ids -> (B, n-1) the last n-1 words, `<s>`-padded, oldest first."""
         c = self.context_size
-        padded = tf.concat([tf.RaggedTensor.from_tensor(tf.fill([ids.nrows(), c], tf.constant(self.bos_id, tf.int64))), ids],
-                           axis=1)
+        padded = tf.concat(
+            [tf.RaggedTensor.from_tensor(tf.fill([ids.nrows(), c], tf.constant(self.bos_id, tf.int64))), ids], axis=1
+        )
         ends = padded.row_limits()  # (B,)
         index = ends[:, None] + tf.range(-c, 0, dtype=tf.int64)[None, :]  # (B, n-1)
         return tf.gather(padded.flat_values, index)
@@ -118,8 +127,9 @@ class Server(tf.Module):
         chunks = (total + SCORE_CHUNK - 1) // SCORE_CHUNK
         size = tf.maximum((total + chunks - 1) // tf.maximum(chunks, 1), 1)  # equal chunks, little padding
         pad = chunks * size - total
-        ctx = tf.reshape(tf.pad(context, [[0, pad], [0, 0]], constant_values=self.bos_id),
-                         [chunks, size, self.context_size])
+        ctx = tf.reshape(
+            tf.pad(context, [[0, pad], [0, 0]], constant_values=self.bos_id), [chunks, size, self.context_size]
+        )
         tgt = tf.reshape(tf.pad(target, [[0, pad]]), [chunks, size])
 
         def chunk_log_probs(args):
@@ -129,7 +139,8 @@ class Server(tf.Module):
         ln_nn = tf.cond(  # an empty batch has no chunk, and map_fn cannot stack zero chunks of unknown size
             total > 0,
             lambda: tf.reshape(tf.map_fn(chunk_log_probs, (ctx, tgt), fn_output_signature=tf.float32), [-1])[:total],
-            lambda: tf.zeros([0], tf.float32))
+            lambda: tf.zeros([0], tf.float32),
+        )
         ln_nn = tf.cast(ln_nn, tf.float64)
         if self.ngram is None:
             return ln_nn
@@ -191,11 +202,15 @@ class Server(tf.Module):
 
         _, _, _, generated = tf.while_loop(
             lambda i, _c, done, _g: (i < steps) & ~tf.reduce_all(done),
-            step, (tf.constant(0), context, tf.zeros([rows], tf.bool), generated),
+            step,
+            (tf.constant(0), context, tf.zeros([rows], tf.bool), generated),
             shape_invariants=(tf.TensorShape([]), context.shape, tf.TensorShape([None]), tf.TensorShape([None, None])),
         )
         continuation = tf.RaggedTensor.from_tensor(generated, padding=tf.constant(self.eos_id, tf.int64))
         continuation = tf.strings.reduce_join(tf.ragged.map_flat_values(self.word, continuation), axis=1, separator=" ")
         spacer = tf.where((tf.strings.length(prompt) > 0) & (tf.strings.length(continuation) > 0), " ", "")
-        return {"continuation": continuation, "text": tf.strings.join([prompt, spacer, continuation]),
-                "generated_tokens": tf.cast(tf.reduce_sum(tf.cast(generated != self.eos_id, tf.int32), axis=1), tf.int32)}
+        return {
+            "continuation": continuation,
+            "text": tf.strings.join([prompt, spacer, continuation]),
+            "generated_tokens": tf.cast(tf.reduce_sum(tf.cast(generated != self.eos_id, tf.int32), axis=1), tf.int32),
+        }

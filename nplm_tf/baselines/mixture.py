@@ -14,7 +14,9 @@ import numpy as np
 EM_ITERATIONS = 100
 
 
-def em_weight(p_a: np.ndarray, p_b: np.ndarray, iterations: int = EM_ITERATIONS, start: float = 0.5) -> tuple[float, list[float]]:
+def em_weight(
+    p_a: np.ndarray, p_b: np.ndarray, iterations: int = EM_ITERATIONS, start: float = 0.5
+) -> tuple[float, list[float]]:
     """The λ maximizing Σ ln(λ p_a + (1-λ) p_b), by EM; also each iteration's mean log-likelihood."""
     lam, trace = start, []
     for _ in range(iterations):

@@ -1,4 +1,4 @@
-"""The Keras functional model, its loss and optimizer."""
+"""The optimizers: the paper's SGD schedule, and Adam fused into one XLA pass per variable."""
 
 from __future__ import annotations
 
@@ -6,69 +6,6 @@ import keras
 import tensorflow as tf
 
 from nplm_tf.config import Config
-from nplm_tf.nplm_layer import NPLMLayer
-
-
-@tf.function(jit_compile=True)
-def _xent_gradient(probabilities, targets, upstream):
-    # d(-ln p_t)/dz = p - onehot(t), scaled by the upstream gradient: one XLA pass.
-    onehot = tf.one_hot(targets, tf.shape(probabilities)[1], dtype=probabilities.dtype)
-    return (probabilities - onehot) * upstream[:, None]
-
-
-@tf.custom_gradient
-def _softmax_nll(targets, logits):
-    # TensorFlow's softmax kernel (oneDNN on x86) is one fast pass over the
-    # (batch, |V|) logits; the loss is read off the target's probability and
-    # the gradient p - onehot(t) costs one more pass. TensorFlow's fused
-    # cross-entropy kernel took ~5x as long here, and XLA's ~2.5x.
-    probabilities = tf.nn.softmax(logits)
-    p_target = tf.gather(probabilities, targets, axis=1, batch_dims=1)
-    nll = tf.cond(
-        tf.reduce_all(p_target > 1e-30),
-        lambda: -tf.math.log(p_target),
-        # A target probability near float32's underflow: exactly, from the logits.
-        lambda: tf.reduce_logsumexp(logits, axis=1) - tf.gather(logits, targets, axis=1, batch_dims=1),
-    )
-
-    def gradient(upstream):
-        return None, _xent_gradient(probabilities, targets, upstream)
-
-    return nll, gradient
-
-
-def token_nll(targets, logits):
-    """-ln P(target | context) per example, from float32 logits (batch, |V|)."""
-    return _softmax_nll(tf.cast(tf.reshape(targets, [-1]), tf.int32), tf.cast(logits, tf.float32))  # (batch,)
-
-
-@keras.saving.register_keras_serializable(package="nplm_tf")
-class NegativeLogLikelihood(keras.losses.Loss):
-    """Mean -ln P(target | context): the paper's training criterion before R(θ)."""
-
-    def __init__(self, name="nll", **kwargs):
-        super().__init__(name=name, **kwargs)
-
-    def call(self, y_true, y_pred):
-        return token_nll(y_true, y_pred)
-
-
-def build_model(config: Config, vocab_size: int) -> keras.Model:
-    """context ids (batch, n-1) -> logits (batch, |V|)."""
-    context = keras.Input(shape=(config.context_size,), dtype="int32", name="context")
-    logits = NPLMLayer(
-        vocab_size=vocab_size,
-        context_size=config.context_size,
-        feature_dim=config.feature_dim,
-        hidden_dim=config.hidden_dim,
-        direct=config.direct,
-        weight_decay=config.weight_decay,
-        dropout=config.dropout,
-        seed=config.seed,
-        dtype=config.precision,
-        name="nplm",
-    )(context)
-    return keras.Model(context, logits, name="nplm")
 
 
 def learning_rate(config: Config) -> keras.optimizers.schedules.LearningRateSchedule:
@@ -127,8 +64,17 @@ class FusedAdam(keras.optimizers.Adam):
         else:
             gradient, squared = tf.cast(gradient, dtype), None  # squared in the same XLA pass
         index = self._get_variable_index(variable)
-        _adam_update(variable.handle, self._momentums[index].value.handle, self._velocities[index].value.handle,
-                     gradient, squared, alpha, beta_1, beta_2, tf.cast(self.epsilon, dtype))
+        _adam_update(
+            variable.handle,
+            self._momentums[index].value.handle,
+            self._velocities[index].value.handle,
+            gradient,
+            squared,
+            alpha,
+            beta_1,
+            beta_2,
+            tf.cast(self.epsilon, dtype),
+        )
 
 
 def make_optimizer(config: Config) -> keras.optimizers.Optimizer:
@@ -136,15 +82,3 @@ def make_optimizer(config: Config) -> keras.optimizers.Optimizer:
         # Plain SGD (no momentum) keeps the update of C sparse.
         return keras.optimizers.SGD(learning_rate=learning_rate(config))
     return FusedAdam(learning_rate=learning_rate(config))
-
-
-def compile_model(model: keras.Model, config: Config, steps_per_execution: int = 1) -> keras.Model:
-    # No compiled metrics: a training-time metric would compute the softmax a
-    # second time each step; validation perplexity is computed exactly per epoch.
-    model.compile(
-        optimizer=make_optimizer(config),
-        loss=NegativeLogLikelihood(),
-        steps_per_execution=steps_per_execution,
-        jit_compile=config.jit_compile,
-    )
-    return model

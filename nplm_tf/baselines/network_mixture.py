@@ -2,31 +2,35 @@
 
 from __future__ import annotations
 
-import os
-
 import numpy as np
 
-from nplm_tf import callbacks as callbacks_lib
-from nplm_tf import mixture, ngram_lib
-from nplm_tf.config import ConfigError
+from nplm_tf.baselines import build as ngram_lib
+from nplm_tf.baselines import mixture
+from nplm_tf.baselines.kneser_ney import NgramError
+from nplm_tf.run_dir import RunDir
 from pipelines import corpus as corpus_lib
 from pipelines import vocabulary as vocab_lib
 
-MIXTURE_FILE = "mixture.json"
 NUM_BUCKETS = 8
 
 
 def check_same_vocabulary(nn_vocab: vocab_lib.Vocabulary, ngram_dir: str) -> None:
-    ngram_vocab = vocab_lib.Vocabulary.load(ngram_dir)
+    ngram_vocab = RunDir(ngram_dir).load_vocab()
     if ngram_vocab.words != nn_vocab.words:
-        raise ConfigError(
+        raise NgramError(
             f"the n-gram model in {ngram_dir} has another vocabulary ({ngram_vocab.size:,} types) than the "
             f"network ({nn_vocab.size:,}); build it from the same corpus with the same --min_count."
         )
 
 
-def fit_and_score(nn_probs: dict[str, np.ndarray], splits: dict[str, corpus_lib.Split],
-                  vocab: vocab_lib.Vocabulary, ngram_dir: str, model_dir: str, eval_split: str) -> dict:
+def fit_and_score(
+    nn_probs: dict[str, np.ndarray],
+    splits: dict[str, corpus_lib.Split],
+    vocab: vocab_lib.Vocabulary,
+    ngram_dir: str,
+    model_dir: str,
+    eval_split: str,
+) -> dict:
     """Fits the three mixtures on `valid`, reports them on `eval_split`, saves the weights."""
     check_same_vocabulary(vocab, ngram_dir)
     ngram = ngram_lib.load(ngram_dir)
@@ -35,7 +39,7 @@ def fit_and_score(nn_probs: dict[str, np.ndarray], splits: dict[str, corpus_lib.
     buckets = {name: mixture.frequency_buckets(ngram.context_counts(a), NUM_BUCKETS) for name, a in arrays.items()}
     for name in splits:
         if ng[name].size != nn_probs[name].size:
-            raise ConfigError(f"{name}: the network scored {nn_probs[name].size} tokens, the n-gram {ng[name].size}.")
+            raise NgramError(f"{name}: the network scored {nn_probs[name].size} tokens, the n-gram {ng[name].size}.")
     lam, _ = mixture.em_weight(nn_probs["valid"], ng["valid"])
     weights = mixture.bucket_weights(nn_probs["valid"], ng["valid"], buckets["valid"], NUM_BUCKETS)
     p_nn, p_ng = nn_probs[eval_split], ng[eval_split]
@@ -53,5 +57,5 @@ def fit_and_score(nn_probs: dict[str, np.ndarray], splits: dict[str, corpus_lib.
         },
     }
     saved = {"ngram_dir": ngram_dir, "ngram_order": ngram.order, "em": lam, "context_frequency": weights.tolist()}
-    callbacks_lib.write_json(os.path.join(model_dir, MIXTURE_FILE), saved)
+    RunDir(model_dir).write_mixture(saved)
     return report

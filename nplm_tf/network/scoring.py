@@ -10,7 +10,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from nplm_tf import model as model_lib
+from nplm_tf.network import model as model_lib
 
 
 @dataclasses.dataclass(frozen=True)

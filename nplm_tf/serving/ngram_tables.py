@@ -5,7 +5,7 @@ int64 keys `context id * B + word`, where the context id is the row of the
 (k-1)-gram prefix in order k-1 (a trie spread over sorted arrays). Lookups are
 `tf.searchsorted` over those keys: core TensorFlow ops, so the SavedModel
 needs no custom op and no Python. Each query reproduces the numpy model's
-`token_probabilities` / `distribution` and `mixture.frequency_buckets`
+`token_probabilities` / `distribution` and `baselines.mixture.frequency_buckets`
 exactly (float64 throughout).
 """
 
@@ -14,8 +14,8 @@ from __future__ import annotations
 import numpy as np
 import tensorflow as tf
 
-from nplm_tf import interpolated
-from nplm_tf import kneser_ney as kn
+from nplm_tf.baselines import interpolated
+from nplm_tf.baselines import kneser_ney as kn
 
 NONE = -1  # "absent": an n-gram id, or a query that cannot match
 
@@ -99,7 +99,7 @@ class ServingNgram(tf.Module):
 
 
 def bucket(count: tf.Tensor, num_buckets: int) -> tf.Tensor:
-    """0: unseen; b >= 1: count in [2^(b-1), 2^b), the last bucket open (`mixture.frequency_buckets`)."""
+    """0: unseen; b >= 1: count in [2^(b-1), 2^b), the last bucket open (`baselines.mixture.frequency_buckets`)."""
     thresholds = tf.constant([2.0**b for b in range(num_buckets - 1)], tf.float64)
     return tf.reduce_sum(tf.cast(count[:, None] >= thresholds[None, :], tf.int32), axis=1)
 
@@ -133,8 +133,11 @@ class ServingKneserNey(ServingNgram):
         for k in range(2, self.order + 1):
             h = s[k - 1]
             # A context without continuations changes nothing (its γ is 1).
-            gamma = tf.where(self.has_continuations(k, h), tf.gather(self.backoffs[k - 2], tf.maximum(h, 0)),
-                             tf.ones_like(h, tf.float64))
+            gamma = tf.where(
+                self.has_continuations(k, h),
+                tf.gather(self.backoffs[k - 2], tf.maximum(h, 0)),
+                tf.ones_like(h, tf.float64),
+            )
             probs = self.continuations(k, h, self.probs[k - 1], probs * gamma[:, None])
         return probs
 
@@ -171,7 +174,7 @@ class ServingInterpolated(ServingNgram):
         zeros = tf.zeros_like(p1)
         p2 = tf.where(v_seen[:, None], self.continuations(2, v, self.f2, zeros), p1)
         p3 = tf.where((count > 0)[:, None], self.continuations(3, uv, self.f3, zeros), p2)
-        return (lam[:, 0:1] * p3 + lam[:, 1:2] * p2 + lam[:, 2:3] * p1 + lam[:, 3:4] / self.vocab_size)
+        return lam[:, 0:1] * p3 + lam[:, 1:2] * p2 + lam[:, 2:3] * p1 + lam[:, 3:4] / self.vocab_size
 
 
 def serving_model(model, weights: list[float]) -> ServingNgram:

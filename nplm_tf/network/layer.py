@@ -108,8 +108,10 @@ class NPLMLayer(keras.layers.Layer):
             if not isinstance(value, int) or value < 1:
                 raise ValueError(f"`{name}` must be a positive integer. Received: {name}={value!r}")
         if not isinstance(hidden_dim, int) or hidden_dim < 0 or (hidden_dim == 0 and not direct):
-            raise ValueError("`hidden_dim` must be a positive integer, or 0 with direct=True (the paper's "
-                             f"linear model). Received: hidden_dim={hidden_dim!r}, direct={direct!r}")
+            raise ValueError(
+                "`hidden_dim` must be a positive integer, or 0 with direct=True (the paper's "
+                f"linear model). Received: hidden_dim={hidden_dim!r}, direct={direct!r}"
+            )
         if weight_decay < 0:
             raise ValueError(f"`weight_decay` must be >= 0. Received: weight_decay={weight_decay!r}")
         self.vocab_size = vocab_size
@@ -133,11 +135,13 @@ class NPLMLayer(keras.layers.Layer):
         )
         self.H = self.d = self.U = None
         if self.hidden_dim:
-            self.H = self.add_weight(shape=(x_dim, self.hidden_dim), initializer="glorot_uniform", name="H",
-                                     autocast=False)
+            self.H = self.add_weight(
+                shape=(x_dim, self.hidden_dim), initializer="glorot_uniform", name="H", autocast=False
+            )
             self.d = self.add_weight(shape=(self.hidden_dim,), initializer="zeros", name="d", autocast=False)
-            self.U = self.add_weight(shape=(self.hidden_dim, self.vocab_size), initializer="glorot_uniform", name="U",
-                                     autocast=False)
+            self.U = self.add_weight(
+                shape=(self.hidden_dim, self.vocab_size), initializer="glorot_uniform", name="U", autocast=False
+            )
         self.b = self.add_weight(shape=(self.vocab_size,), initializer="zeros", name="b", autocast=False)
         self.W = None
         if self.direct:
@@ -145,8 +149,12 @@ class NPLMLayer(keras.layers.Layer):
         self.step = None
         if self.dropout:
             self.step = self.add_weight(
-                shape=(), dtype="int64", initializer="zeros", trainable=False,
-                aggregation="only_first_replica", name="dropout_step",
+                shape=(),
+                dtype="int64",
+                initializer="zeros",
+                trainable=False,
+                aggregation="only_first_replica",
+                name="dropout_step",
             )
 
     def _weights(self):

@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from nplm_tf import kneser_ney as kn
-from nplm_tf import mixture
+from nplm_tf.baselines import kneser_ney as kn
+from nplm_tf.baselines import mixture
 
 NUM_BUCKETS = 8
 EM_ITERATIONS = 50
@@ -40,6 +40,19 @@ class InterpolatedTrigram:
             mask = buckets == b
             if mask.any():
                 self.lambdas[b] = _em(components[mask])
+
+    def get_state(self) -> dict[str, np.ndarray]:
+        """The n-gram tables' state, then the fitted weights (the relative frequencies are derived from the tables)."""
+        return {**self.tables.get_state(), "kind": np.array(type(self).__name__), "lambdas": self.lambdas}
+
+    @classmethod
+    def from_state(cls, state) -> "InterpolatedTrigram":
+        model = cls.__new__(cls)
+        model.tables = kn.KneserNey.from_state(state)
+        model.vocab_size = model.tables.vocab_size
+        model.lambdas = np.asarray(state["lambdas"])
+        model._frequencies()
+        return model
 
     def _frequencies(self):
         """Relative frequencies f1 (per word), f2, f3 (per n-gram) and context totals, once."""
@@ -79,7 +92,7 @@ class InterpolatedTrigram:
         """p(· | context) over the |V| types (context oldest first; the last two words count)."""
         context = list(context)[-2:]
         if self.tables.bos_id in context:
-            context = context[context.index(self.tables.bos_id):]
+            context = context[context.index(self.tables.bos_id) :]
         V, base = self.vocab_size, self.tables.base
         p1 = self.f1[:V]
         p2, p3, count = p1, None, 0.0

@@ -2,7 +2,7 @@
 
     EXPORT_DIR/<version>/saved_model.pb, variables/, assets/vocab.tsv, assets/export.json
 
-Signatures (all take raw UTF-8 strings; see `serving.Server`):
+Signatures (all take raw UTF-8 strings; see `server.Server`):
   serving_default  text [B]                      -> top-10 next words
   next_word        text [B], k []                -> top-k next words and probabilities
   score            text [B]                      -> per-token ln P, mask, lengths, sums, perplexities, OOV flags
@@ -15,7 +15,6 @@ and every served probability is the context-frequency mixture's.
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import tempfile
@@ -23,12 +22,15 @@ import tempfile
 import keras
 import tensorflow as tf
 
-from nplm_tf import callbacks as callbacks_lib
-from nplm_tf import mixture_lib, ngram_lib, run_dir, serving, serving_ngram
+from nplm_tf import run_dir
+from nplm_tf.baselines import build as ngram_lib
+from nplm_tf.baselines import network_mixture
 from nplm_tf.config import ConfigError
+from nplm_tf.serving import ngram_tables
+from nplm_tf.serving import server as server_lib
+from pipelines import files
 from pipelines import vocabulary as vocab_lib
 
-EXPORT_SUBDIR = "export"  # where training writes its SavedModel inside the model directory
 INFO_FILE = "export.json"
 SIGNATURES = ("serving_default", "next_word", "score", "generate")
 
@@ -42,22 +44,24 @@ def _scalar(name, dtype):
 
 
 def load_mixture(model_dir: str, vocab: vocab_lib.Vocabulary, order: int):
-    """The mixture fitted by `evaluate --ngram_dir` as a `serving_ngram.ServingNgram`, or None when there is none."""
-    path = os.path.join(model_dir, mixture_lib.MIXTURE_FILE)
-    if not os.path.isfile(path):
+    """The mixture fitted by `evaluate --ngram_dir` as a `ngram_tables.ServingNgram`, or None when there is none."""
+    saved = run_dir.RunDir(model_dir).read_mixture()
+    if saved is None:
         return None, None
-    with open(path, encoding="utf-8") as f:
-        saved = json.load(f)
+    path = run_dir.RunDir(model_dir).file(run_dir.MIXTURE)
     ngram_dir = saved["ngram_dir"]
     if not os.path.isdir(ngram_dir):
-        raise ConfigError(f"{path} names the n-gram model {ngram_dir}, which no longer exists; "
-                          f"rebuild it or pass --nomixture.")
-    mixture_lib.check_same_vocabulary(vocab, ngram_dir)
+        raise ConfigError(
+            f"{path} names the n-gram model {ngram_dir}, which no longer exists; rebuild it or pass --nomixture."
+        )
+    network_mixture.check_same_vocabulary(vocab, ngram_dir)
     model = ngram_lib.load(ngram_dir)
     if model.order > order:
-        raise ConfigError(f"the n-gram model in {ngram_dir} has order {model.order}, above the network's n = {order}; "
-                          f"the served context holds only n - 1 words.")
-    return serving_ngram.serving_model(model, saved["context_frequency"]), saved
+        raise ConfigError(
+            f"the n-gram model in {ngram_dir} has order {model.order}, above the network's n = {order}; "
+            f"the served context holds only n - 1 words."
+        )
+    return ngram_tables.serving_model(model, saved["context_frequency"]), saved
 
 
 def next_version(export_dir: str) -> int:
@@ -65,14 +69,20 @@ def next_version(export_dir: str) -> int:
     return max(versions, default=0) + 1
 
 
-def export(model_dir: str, export_dir: str | None = None, version: int | None = None, mixture: bool = True,
-           model: keras.Model | None = None) -> str:
+def export(
+    model_dir: str,
+    export_dir: str | None = None,
+    version: int | None = None,
+    mixture: bool = True,
+    model: keras.Model | None = None,
+) -> str:
     """Writes EXPORT_DIR/<version> (default: model_dir/export, next free version) and returns its path.
 
     An existing version directory is never replaced: the export is written
     beside it and moved into place only when complete.
     """
-    export_dir = export_dir or os.path.join(model_dir, EXPORT_SUBDIR)
+    run = run_dir.RunDir(model_dir)
+    export_dir = export_dir or run.export_dir
     config, vocab, loaded = run_dir.load_trained(model_dir)
     model = model or loaded
     version = next_version(export_dir) if version is None else version
@@ -83,28 +93,41 @@ def export(model_dir: str, export_dir: str | None = None, version: int | None = 
         raise ConfigError(f"{target} already exists; choose another --version (or leave it out for the next free one).")
     ngram, saved = load_mixture(model_dir, vocab, config.order) if mixture else (None, None)
 
-    server = serving.Server(model, vocab, os.path.join(model_dir, vocab_lib.VOCAB_FILE), ngram)
-    info = {"config": config.to_dict(), "vocab_size": vocab.size, "signatures": list(SIGNATURES),
-            "mixture": None if saved is None else {"ngram_order": saved["ngram_order"],
-                                                   "context_frequency": saved["context_frequency"]}}
+    server = server_lib.Server(model, vocab, run.vocab_path, ngram)
+    info = {
+        "config": config.to_dict(),
+        "vocab_size": vocab.size,
+        "signatures": list(SIGNATURES),
+        "mixture": None
+        if saved is None
+        else {"ngram_order": saved["ngram_order"], "context_frequency": saved["context_frequency"]},
+    }
 
     # The endpoints capture the variables they use; tracking the model as well
     # would store every weight twice. The tables come from the vocabulary asset.
     archive = keras.export.ExportArchive()
     archive.track(server)
-    k = serving.DEFAULT_K
+    k = server_lib.DEFAULT_K
     archive.add_endpoint("serving_default", lambda text: server.next_word(text, k), [_text("text")])
     archive.add_endpoint("next_word", server.next_word, [_text("text"), _scalar("k", tf.int32)])
     archive.add_endpoint("score", server.score, [_text("text")])
-    archive.add_endpoint("generate", server.generate, [
-        _text("prompt"), _scalar("max_tokens", tf.int32), _scalar("temperature", tf.float32),
-        _scalar("top_k", tf.int32), _scalar("seed", tf.int64)])
+    archive.add_endpoint(
+        "generate",
+        server.generate,
+        [
+            _text("prompt"),
+            _scalar("max_tokens", tf.int32),
+            _scalar("temperature", tf.float32),
+            _scalar("top_k", tf.int32),
+            _scalar("seed", tf.int64),
+        ],
+    )
 
     os.makedirs(export_dir, exist_ok=True)
     staging = tempfile.mkdtemp(prefix=f".{version}.tmp-", dir=export_dir)
     try:
         archive.write_out(staging, verbose=False)
-        callbacks_lib.write_json(os.path.join(staging, "assets", INFO_FILE), info)
+        files.write_json(os.path.join(staging, "assets", INFO_FILE), info)
         os.chmod(staging, 0o755)  # mkdtemp's 0700 would hide the model from a server run as another user
         os.replace(staging, target)
     finally:

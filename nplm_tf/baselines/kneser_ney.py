@@ -25,10 +25,12 @@ import dataclasses
 
 import numpy as np
 
+from pipelines.errors import UserError
+
 FALLBACK_DISCOUNTS = (0.5, 1.0, 1.5)  # lmplz --discount_fallback
 
 
-class NgramError(ValueError):
+class NgramError(UserError):
     """The n-gram model cannot be built or used as asked."""
 
 
@@ -114,14 +116,17 @@ class KneserNey:
     def __init__(self, train: TokenArrays, order: int, vocab_size: int):
         if order < 1:
             raise NgramError(f"order={order} must be at least 1.")
-        self.order = order
-        self.vocab_size = vocab_size
-        self.bos_id = vocab_size
-        self.base = vocab_size + 1
+        self._init_settings(order, vocab_size)
         self.warnings: list[str] = []
         ids, self.orders = self._count(train)
         self._adjust(ids, train)
         self._probabilities()
+
+    def _init_settings(self, order: int, vocab_size: int) -> None:
+        self.order = order
+        self.vocab_size = vocab_size
+        self.bos_id = vocab_size  # <s>, input only
+        self.base = vocab_size + 1  # n-gram keys are context id * base + word
 
     # ------------------------------------------------------------ building --
 
@@ -130,8 +135,16 @@ class KneserNey:
         ids = [None, tokens.copy()]  # ids[k][t]: id of the k-gram ending at t, -1 if none
         orders: list[Order | None] = [None]
         unigram_keys = np.arange(self.base, dtype=np.int64)
-        orders.append(Order(unigram_keys, np.zeros(self.base, np.int64), unigram_keys.copy(),
-                            np.full(self.base, -1, np.int64), np.zeros(self.base), (0.0, 0.0, 0.0)))
+        orders.append(
+            Order(
+                unigram_keys,
+                np.zeros(self.base, np.int64),
+                unigram_keys.copy(),
+                np.full(self.base, -1, np.int64),
+                np.zeros(self.base),
+                (0.0, 0.0, 0.0),
+            )
+        )
         for k in range(2, self.order + 1):
             valid = offset >= k - 1
             keys = np.full(tokens.size, -1, np.int64)
@@ -142,8 +155,16 @@ class KneserNey:
             kid[valid] = inverse
             first = np.zeros(unique.size, np.int64)
             first[inverse[::-1]] = np.flatnonzero(valid)[::-1]  # a position of each n-gram
-            orders.append(Order(unique, unique // self.base, unique % self.base, ids[k - 1][first],
-                                np.zeros(unique.size), (0.0, 0.0, 0.0)))
+            orders.append(
+                Order(
+                    unique,
+                    unique // self.base,
+                    unique % self.base,
+                    ids[k - 1][first],
+                    np.zeros(unique.size),
+                    (0.0, 0.0, 0.0),
+                )
+            )
             ids.append(kid)
         return ids, orders
 
@@ -198,20 +219,50 @@ class KneserNey:
             o, lower = self.orders[k], self.orders[k - 1]
             total, gamma = self._context_stats(k, lower.keys.size)
             lower.backoff = gamma
-            o.prob = (np.maximum(o.count - o.discount(o.count), 0) / total[o.context]
-                      + gamma[o.context] * lower.prob[o.suffix])
+            o.prob = (
+                np.maximum(o.count - o.discount(o.count), 0) / total[o.context]
+                + gamma[o.context] * lower.prob[o.suffix]
+            )
         self.orders[self.order].backoff = np.ones(self.orders[self.order].keys.size)
+
+    # ------------------------------------------------------- serialization --
+
+    def get_state(self) -> dict[str, np.ndarray]:
+        """Everything the model holds, as named arrays (`from_state` rebuilds it): its settings, then every field
+        of every `Order` (each named `k_field`)."""
+        state = {
+            "kind": np.array(type(self).__name__),
+            "order": np.array(self.order),
+            "vocab_size": np.array(self.vocab_size),
+            "warnings": np.array(self.warnings, dtype=str),
+        }
+        for k in range(1, self.order + 1):
+            for field in dataclasses.fields(Order):
+                state[f"{k}_{field.name}"] = np.asarray(getattr(self.orders[k], field.name))
+        return state
+
+    @classmethod
+    def from_state(cls, state) -> "KneserNey":
+        model = cls.__new__(cls)
+        model._init_settings(int(state["order"]), int(state["vocab_size"]))
+        model.warnings = [str(w) for w in state["warnings"]] if "warnings" in state else []
+        model.orders = [None]
+        for k in range(1, model.order + 1):
+            fields = {f.name: state[f"{k}_{f.name}"] for f in dataclasses.fields(Order)}
+            fields["discounts"] = tuple(float(d) for d in fields["discounts"])
+            model.orders.append(Order(**fields))
+        return model
 
     # ------------------------------------------------------------- queries --
 
     def distribution(self, context: list[int]) -> np.ndarray:
         """p(· | context) over the |V| predictable types; context oldest first."""
-        context = list(context)[-(self.order - 1):] if self.order > 1 else []
+        context = list(context)[-(self.order - 1) :] if self.order > 1 else []
         if self.bos_id in context:
-            context = context[len(context) - context[::-1].index(self.bos_id) - 1:]
+            context = context[len(context) - context[::-1].index(self.bos_id) - 1 :]
         probs = self.orders[1].prob[: self.vocab_size].copy()
         for k in range(2, len(context) + 2):
-            h = self._context_id(context[-(k - 1):])
+            h = self._context_id(context[-(k - 1) :])
             if h < 0:
                 break
             o = self.orders[k]

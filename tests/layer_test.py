@@ -1,16 +1,23 @@
+import keras
 import numpy as np
 import pytest
 import tensorflow as tf
-import keras
 
-from nplm_tf.nplm_layer import NPLMLayer
+from nplm_tf.network.layer import NPLMLayer
 
 V, N1, M, H = 7, 2, 3, 4
 
 
 def make_layer(direct, weight_decay=0.0, dtype="float32"):
-    layer = NPLMLayer(vocab_size=V, context_size=N1, feature_dim=M, hidden_dim=H, direct=direct,
-                      weight_decay=weight_decay, dtype=dtype)
+    layer = NPLMLayer(
+        vocab_size=V,
+        context_size=N1,
+        feature_dim=M,
+        hidden_dim=H,
+        direct=direct,
+        weight_decay=weight_decay,
+        dtype=dtype,
+    )
     layer.build((None, N1))
     rng = np.random.default_rng(0)
     for w in layer.weights:
@@ -53,7 +60,9 @@ def test_get_config_round_trip():
         assert getattr(clone, key) == getattr(layer, key)
 
 
-@pytest.mark.parametrize("name,value", [("vocab_size", 0), ("context_size", -1), ("feature_dim", 0), ("hidden_dim", 2.5)])
+@pytest.mark.parametrize(
+    "name,value", [("vocab_size", 0), ("context_size", -1), ("feature_dim", 0), ("hidden_dim", 2.5)]
+)
 def test_rejects_bad_sizes_naming_the_argument(name, value):
     args = dict(vocab_size=V, context_size=N1, feature_dim=M, hidden_dim=H)
     args[name] = value
@@ -91,7 +100,9 @@ def test_weight_decay_touches_no_bias(training):
     grads = dict(zip([w.name for w in layer.weights], tape.gradient(penalty, [w.value for w in layer.weights])))
     assert grads["b"] is None and grads["d"] is None
     for name in ("H", "U", "W"):  # d/dθ λ‖θ‖² = 2λθ
-        np.testing.assert_allclose(tf.convert_to_tensor(grads[name]).numpy(), 2 * 0.5 * getattr(layer, name).numpy(), rtol=1e-6)
+        np.testing.assert_allclose(
+            tf.convert_to_tensor(grads[name]).numpy(), 2 * 0.5 * getattr(layer, name).numpy(), rtol=1e-6
+        )
     # Only the two C rows in the window are decayed.
     assert set(np.unique(grads["C"].indices.numpy())) == {1, 2}
 
@@ -144,8 +155,9 @@ def test_bfloat16_policy_keeps_bias_and_penalty_in_float32():
     np.testing.assert_allclose(tape.gradient(total, layer.b.value).numpy(), 2 * np.arange(1, V + 1), rtol=1e-6)
     # R(θ) = λ(‖H‖² + ‖U‖²) + λ·mean Σ‖C(w)‖², computed in float32 (bfloat16 would be off by ~1e-3).
     C = layer.C.numpy().astype(np.float64)
-    expected = 0.5 * ((layer.H.numpy().astype(np.float64) ** 2).sum()
-                      + np.mean([(C[[1, 2]] ** 2).sum(), (C[[3, 7]] ** 2).sum()]))
+    expected = 0.5 * (
+        (layer.H.numpy().astype(np.float64) ** 2).sum() + np.mean([(C[[1, 2]] ** 2).sum(), (C[[3, 7]] ** 2).sum()])
+    )
     np.testing.assert_allclose(float(tf.add_n(layer.losses)), expected, rtol=1e-6)
 
 

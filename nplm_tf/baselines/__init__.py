@@ -1,0 +1,1 @@
+"""Count-based baselines on the network's vocabulary: modified Kneser-Ney, the paper's interpolated trigram, mixtures."""

@@ -1,0 +1,117 @@
+"""Count-based baselines on the same pipeline and vocabulary as the network.
+
+`train_ngram(order, output_dir, corpus)` builds the vocabulary exactly as
+`nplm_tf.training` does, fits interpolated modified Kneser-Ney (or the paper's
+deleted-interpolation trigram), scores valid and test with exact per-token
+probabilities, and writes `metrics.json`, `vocab.tsv`, the model arrays
+(`ngram.npz`) and, for Kneser-Ney, an ARPA file KenLM and SRILM can load.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+
+import numpy as np
+
+from nplm_tf.baselines import arpa as arpa_lib
+from nplm_tf.baselines import interpolated
+from nplm_tf.baselines import kneser_ney as kn
+from nplm_tf.run_dir import NGRAM_MODEL, RunDir
+from pipelines import corpus as corpus_lib
+from pipelines import files
+from pipelines import vocabulary as vocab_lib
+
+MODELS = {cls.__name__: cls for cls in (kn.KneserNey, interpolated.InterpolatedTrigram)}
+
+
+def token_arrays(split: corpus_lib.Split, vocab: vocab_lib.Vocabulary) -> kn.TokenArrays:
+    """The split's lines as ids, in the same order as the window pipeline (blank lines skipped)."""
+    lines = []
+    for line in split.iter_lines():
+        tokens = corpus_lib.tokenize(line)
+        if tokens:
+            lines.append(vocab.ids(tokens))
+    return kn.TokenArrays.from_lines(lines, vocab.bos_id, vocab.eos_id)
+
+
+def perplexity(probs: np.ndarray) -> float:
+    return math.exp(-float(np.log(probs).mean()))
+
+
+def save(model, directory: str) -> str:
+    """Writes `model` (either kind) to DIRECTORY/ngram.npz, atomically; `load` reads it back."""
+    path = RunDir(directory).ngram_model
+    files.replace_atomically(path, lambda tmp: np.savez(tmp, **model.get_state()))
+    return path
+
+
+def load(directory: str):
+    """The `KneserNey` or `InterpolatedTrigram` that `save` wrote to `directory`."""
+    path = RunDir(directory).ngram_model
+    if not os.path.isfile(path):
+        raise kn.NgramError(f"{directory} holds no n-gram model ({NGRAM_MODEL}); build one with nplm_tf.ngram.")
+    with np.load(path) as f:
+        state = dict(f)
+    # Files written before the state named its kind: the weights mark the interpolated trigram.
+    kind = str(state["kind"]) if "kind" in state else "InterpolatedTrigram" if "lambdas" in state else "KneserNey"
+    return MODELS[kind].from_state(state)
+
+
+SMOOTHINGS = ("kneser_ney", "interpolated")
+
+
+def train_ngram(
+    order: int,
+    output_dir: str,
+    corpus: corpus_lib.Corpus,
+    min_count: int = 4,
+    arpa: bool = True,
+    smoothing: str = "kneser_ney",
+) -> dict:
+    """Fits the n-gram model on train (and, when interpolated, its λ on valid); writes metrics.json.
+
+    `kneser_ney`: interpolated modified Kneser-Ney of `order`, with an ARPA
+    export. `interpolated`: the paper's deleted-interpolation trigram (order 3).
+    """
+    if order < 1:
+        raise kn.NgramError(f"order={order} must be at least 1.")
+    if smoothing not in SMOOTHINGS:
+        raise kn.NgramError(f"smoothing={smoothing!r} must be one of {SMOOTHINGS}.")
+    if smoothing == "interpolated" and order != 3:
+        raise kn.NgramError(f"the interpolated model is a trigram; use --order=3 (got {order}).")
+    for name in corpus_lib.SPLITS:
+        corpus_lib.check_split(corpus[name], 1)
+    os.makedirs(output_dir, exist_ok=True)
+    run = RunDir(output_dir)
+    vocab = vocab_lib.build(corpus["train"], min_count)
+    run.save_vocab(vocab)
+    arrays = {name: token_arrays(corpus[name], vocab) for name in corpus_lib.SPLITS}
+    if smoothing == "interpolated":
+        model = interpolated.InterpolatedTrigram(arrays["train"], arrays["valid"], vocab.size)
+        warnings = []
+    else:
+        model = kn.KneserNey(arrays["train"], order, vocab.size)
+        warnings = model.warnings
+        if arpa:
+            arpa_lib.write_arpa(model, vocab, run.arpa)
+    for warning in warnings:
+        print(f"warning: {warning}", flush=True)
+    save(model, output_dir)
+    probs = {name: model.token_probabilities(arrays[name]) for name in corpus_lib.SPLITS}
+    metrics = {
+        "model": "modified_kneser_ney" if smoothing == "kneser_ney" else "interpolated_trigram",
+        "order": order,
+        "corpus": corpus.name,
+        "vocab_size": vocab.size,
+        "min_count": min_count,
+        "tokens": {name: int(p.size) for name, p in probs.items()},
+        "warnings": warnings,
+        **{f"{name}_perplexity": perplexity(p) for name, p in probs.items()},
+    }
+    if smoothing == "kneser_ney":
+        metrics["discounts"] = {str(k): list(model.orders[k].discounts) for k in range(1, order + 1)}
+    else:
+        metrics["lambdas"] = model.lambdas.tolist()
+    run.write_metrics(metrics)
+    return metrics

@@ -1,0 +1,193 @@
+"""Training under MultiWorkerMirroredStrategy: a custom loop with `strategy.run`.
+
+Keras 3's `fit` fails under MultiWorkerMirroredStrategy
+(keras-team/keras#20585), so each step here is `strategy.run` over an
+`experimental_distribute_dataset`: every worker reads the same shuffled
+windows (a pure function of seed and epoch) and takes its share of each
+global batch, gradients are all-reduced, and the result equals one process
+training on the same global batches.
+
+The run directory is the one `training.trainer` writes (config.json, vocab.tsv,
+history.json, best.weights.h5, model.keras, export/, metrics.json), with
+checkpoints/ (model, optimizer, epoch) instead of backup/. Only the
+chief writes; the other workers write their share of each checkpoint to a
+scratch directory and delete it. The directory must be visible to every
+worker (one machine, or a shared filesystem). Killing any worker and
+restarting the job resumes from the last finished epoch.
+
+With `config.sync_every` = K > 1 the workers train by local SGD instead
+(`local_sgd`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import shutil
+import time
+
+import keras
+import tensorflow as tf
+
+from nplm_tf.config import Config
+from nplm_tf.distributed import collectives, local_sgd
+from nplm_tf.distributed.strategies import is_chief
+from nplm_tf.network import model as model_lib
+from nplm_tf.network import optimizers, scoring
+from nplm_tf.run_dir import RunDir
+from nplm_tf.training import callbacks as callbacks_lib
+from nplm_tf.training import trainer
+from nplm_tf.training.data import Data, prepare_data
+from pipelines import corpus as corpus_lib
+
+STEPS_PER_CALL = 16  # training steps per tf.function call (amortizes Python per step)
+
+
+def _train_dataset(config: Config, data: Data, corpus: corpus_lib.Corpus, epoch: int, steps: int):
+    ds = data.train_dataset(corpus, config, epoch).take(
+        steps
+    )  # full global batches only, so every worker runs the same number of steps
+    options = tf.data.Options()
+    options.experimental_distribute.auto_shard_policy = tf.data.experimental.AutoShardPolicy.DATA
+    return ds.with_options(options)
+
+
+def train_multi_worker(
+    config: Config, model_dir: str, corpus: corpus_lib.Corpus, strategy: tf.distribute.Strategy
+) -> dict:
+    """Trains (or resumes) with `strategy` (usually MultiWorkerMirroredStrategy); returns the metrics."""
+    chief = is_chief(strategy)
+    if chief:
+        trainer.check_model_dir(config, model_dir)
+    finished = trainer.finished_metrics(config, model_dir)
+    if finished is not None:
+        return finished
+    data = prepare_data(config, corpus, model_dir if chief else None)
+    replicas = strategy.num_replicas_in_sync
+    local = config.sync_every > 1
+    if local:
+        local_sgd.check_local_sgd(strategy)
+    model, optimizer = build(config, data.vocab.size, strategy, local=local)
+    with contextlib.nullcontext() if local else strategy.scope():
+        epoch_done = tf.Variable(0, dtype=tf.int64, trainable=False)
+    trainer.init_output_bias(model, data.vocab)
+    checkpoint = tf.train.Checkpoint(model=model, optimizer=optimizer, epoch=epoch_done)
+    run = RunDir(model_dir)
+    shared = run.checkpoints_dir
+    scratch = shared if chief else run.worker_scratch(strategy.cluster_resolver.task_id)
+    manager = tf.train.CheckpointManager(checkpoint, scratch, max_to_keep=2)
+    latest = tf.train.latest_checkpoint(shared)
+    if latest:
+        checkpoint.restore(latest)
+        print(f"resumed from {latest} (epoch {int(epoch_done.numpy())} done)", flush=True)
+
+    steps = data.tokens["train"] // config.batch_size
+    if local:
+        steps -= steps % replicas  # every worker takes the same number of steps
+        rounds = local_sgd.LocalSGD(model, optimizer, strategy, config)
+    else:
+        train_steps = make_train_steps(model, optimizer, strategy, config)
+
+    valid_ds = data.dataset(corpus, "valid", config)
+    batch_nll = scoring.nll_function(model)
+    print(
+        f"training {model.count_params():,} parameters on {replicas} replica(s); "
+        f"{data.tokens['train']:,} train tokens, |V| = {data.vocab.size:,}",
+        flush=True,
+    )
+    first = int(epoch_done.numpy())
+    # Every worker computes the same validation perplexities; none waits on the chief's files.
+    valid_history = [h["valid_perplexity"] for e, h in sorted(run.read_history().items()) if e < first]
+    for epoch in range(first, config.epochs):
+        if callbacks_lib.patience_exhausted(valid_history, config.patience):
+            break
+        start = time.perf_counter()
+        extra = {}
+        if local:
+            iterator = iter(rounds.dataset(config, data, corpus, epoch, steps))
+            nll, done = 0.0, 0
+            while done < steps:
+                total = min(config.sync_every * replicas, steps - done)
+                done += total
+                nll += rounds.round(iterator, total, last=done == steps)[0]  # the last: weights and moments
+            nll = collectives.all_reduce_sum(strategy, nll)
+            extra["batches_per_worker"] = rounds.batches_per_worker()
+            if config.balance_workers:
+                extra["deals"] = rounds.deals
+        else:
+            iterator = distributed_train_dataset(config, data, corpus, epoch, steps, strategy)
+            nll, done = 0.0, 0
+            while done < steps:
+                count = min(STEPS_PER_CALL, steps - done)
+                nll += float(train_steps(iterator, tf.constant(count)))
+                done += count
+        seconds = time.perf_counter() - start
+        valid = scoring.score(model, valid_ds, data.vocab.unk_id, batch_nll=batch_nll)
+        record = {
+            "epoch": epoch + 1,
+            "train_loss": nll / (steps * config.batch_size),
+            "valid_perplexity": valid.perplexity,
+            "seconds": seconds,
+            "tokens_per_second": steps * config.batch_size / seconds,
+            "learning_rate": float(keras.ops.convert_to_numpy(optimizer.learning_rate)),
+            **extra,
+        }
+        valid_history.append(valid.perplexity)
+        if chief:
+            callbacks_lib.record_epoch(run, model, epoch, record)
+            print(
+                f"epoch {epoch + 1}: valid perplexity {valid.perplexity:.2f}, "
+                f"{record['tokens_per_second']:,.0f} tokens/s",
+                flush=True,
+            )
+        epoch_done.assign(epoch + 1)
+        manager.save()  # every worker takes part; only the chief's copy is kept
+    if not chief:
+        shutil.rmtree(scratch, ignore_errors=True)
+    collectives.barrier(strategy)  # the chief has written the best weights
+
+    return trainer.finish_run(model, data, corpus, config, model_dir, write=chief, extra={"workers": replicas})
+
+
+def build(config: Config, vocab_size: int, strategy: tf.distribute.Strategy, local: bool = False):
+    """The model and its built optimizer, the same initial weights on every worker.
+
+    In `strategy`'s scope (mirrored variables), or with `local` outside it:
+    each worker's own variables, for local SGD.
+    """
+    keras.utils.set_random_seed(config.seed)  # the same initial weights as a run with any other worker count
+    with contextlib.nullcontext() if local else strategy.scope():
+        model = model_lib.build_model(config, vocab_size)
+        optimizer = optimizers.make_optimizer(config)
+        optimizer.build(model.trainable_variables)
+    return model, optimizer
+
+
+def make_train_steps(model, optimizer, strategy: tf.distribute.Strategy, config: Config):
+    """A tf.function running `count` steps on a distributed iterator; returns the summed -ln P."""
+    replicas = strategy.num_replicas_in_sync
+    global_batch = float(config.batch_size)
+
+    def step_fn(context, target):
+        with tf.GradientTape() as tape:
+            nll = model_lib.token_nll(target, model(context, training=True))  # (per-replica batch,)
+            loss = tf.reduce_sum(nll) / global_batch  # summed over replicas: the global mean
+            if model.losses:
+                loss += tf.add_n(model.losses) / replicas  # R(θ): once in total
+        grads = tape.gradient(loss, model.trainable_variables)
+        optimizer.apply(grads, model.trainable_variables)
+        return tf.reduce_sum(nll)
+
+    @tf.function
+    def train_steps(iterator, count):
+        total = tf.constant(0.0)
+        for _ in tf.range(count):
+            total += strategy.reduce(tf.distribute.ReduceOp.SUM, strategy.run(step_fn, args=next(iterator)), axis=None)
+        return total
+
+    return train_steps
+
+
+def distributed_train_dataset(
+    config: Config, data: Data, corpus: corpus_lib.Corpus, epoch: int, steps: int, strategy: tf.distribute.Strategy
+):
+    return iter(strategy.experimental_distribute_dataset(_train_dataset(config, data, corpus, epoch, steps)))

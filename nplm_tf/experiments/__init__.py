@@ -1,0 +1,1 @@
+"""Experiments built from the library: the paper's Table 1."""

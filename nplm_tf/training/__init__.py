@@ -1,0 +1,1 @@
+"""Training with Keras `fit`: the data it streams, its callbacks, resumable backups, the whole run."""

@@ -1,0 +1,165 @@
+"""Keras callbacks that keep training resumable and its record exact."""
+
+from __future__ import annotations
+
+import os
+import time
+
+import keras
+import tensorflow as tf
+
+from nplm_tf.network import scoring
+from nplm_tf.run_dir import RunDir
+
+LOSS_EVERY = 256  # training steps between two points of the loss curve
+
+
+class EpochSeed(keras.callbacks.Callback):
+    """Tells the input pipeline which epoch starts, so its shuffle is a function of it."""
+
+    def __init__(self, epoch: tf.Variable):
+        super().__init__()
+        self.epoch = epoch
+
+    def on_epoch_begin(self, epoch, logs=None):
+        self.epoch.assign(epoch)
+
+
+class StepLoss(keras.callbacks.Callback):
+    """The training loss every `every` steps: to TensorBoard (`logs/train`, tag `step_loss`) and as a curve.
+
+    Keras reports the running mean of the epoch's loss at each batch end; the
+    mean over each interval is derived from two running means, so each point is
+    the mean loss of the steps since the previous one. `curve` holds the
+    epoch's points as [global step, loss] (ValidationRecorder keeps them in
+    history.json), so even a one-epoch run has a curve to plot.
+    """
+
+    def __init__(self, run: RunDir, every: int = LOSS_EVERY):
+        super().__init__()
+        self.every = every
+        self.logdir = os.path.join(run.logs_dir, "train")  # beside the epoch scalars of keras.callbacks.TensorBoard
+        self._writer = None
+        self.curve: list[list[float]] = []
+
+    def on_epoch_begin(self, epoch, logs=None):
+        self._offset = epoch * (self.params.get("steps") or 0)
+        self._done, self._sum, self.curve = 0, 0.0, []
+
+    def on_train_batch_end(self, batch, logs=None):
+        if logs and "loss" in logs and batch + 1 - self._done >= self.every:
+            self._point(batch + 1, float(logs["loss"]))
+
+    def on_epoch_end(self, epoch, logs=None):
+        steps = self.params.get("steps")
+        if logs and "loss" in logs and steps and steps > self._done:
+            self._point(steps, float(logs["loss"]))
+
+    def _point(self, done: int, running_mean: float) -> None:
+        total = running_mean * done
+        loss = (total - self._sum) / (done - self._done)
+        self._done, self._sum = done, total
+        step = self._offset + done
+        self.curve.append([step, loss])
+        if self._writer is None:
+            self._writer = tf.summary.create_file_writer(self.logdir)
+        with self._writer.as_default():
+            tf.summary.scalar("step_loss", loss, step=step)
+        self._writer.flush()
+
+
+class ValidationRecorder(keras.callbacks.Callback):
+    """Adds the exact validation perplexity to the logs and records each epoch.
+
+    The record (`history.json`: train loss, valid perplexity, seconds,
+    tokens/s, learning rate) is keyed by epoch, so an epoch re-run after a
+    resume overwrites its own entry. The best-by-validation weights are
+    written (atomically) before the record that names them, so a crash between
+    the two never leaves a record claiming weights that were not saved.
+    Callbacks after this one see `val_perplexity` in the logs.
+    """
+
+    def __init__(
+        self,
+        run: RunDir,
+        valid_dataset: tf.data.Dataset,
+        train_tokens: int,
+        unk_id: int,
+        step_loss: StepLoss | None = None,
+    ):
+        super().__init__()
+        self.run = run
+        self.valid_dataset = valid_dataset
+        self.train_tokens = train_tokens
+        self.unk_id = unk_id
+        self.step_loss = step_loss
+        self._batch_nll = None
+
+    def on_epoch_begin(self, epoch, logs=None):
+        self._start = time.perf_counter()
+
+    def on_epoch_end(self, epoch, logs=None):
+        seconds = time.perf_counter() - self._start
+        if self._batch_nll is None:
+            self._batch_nll = scoring.nll_function(self.model)
+        valid = scoring.score(self.model, self.valid_dataset, self.unk_id, batch_nll=self._batch_nll)
+        logs["val_perplexity"] = valid.perplexity
+        curve = {"loss_curve": self.step_loss.curve} if self.step_loss is not None else {}
+        record_epoch(
+            self.run,
+            self.model,
+            epoch,
+            {
+                "epoch": epoch + 1,
+                "train_loss": float(logs.get("loss", float("nan"))),
+                "valid_perplexity": valid.perplexity,
+                "seconds": seconds,
+                "tokens_per_second": self.train_tokens / seconds,
+                "learning_rate": float(keras.ops.convert_to_numpy(self.model.optimizer.learning_rate)),
+                **curve,
+            },
+        )
+        print(
+            f"epoch {epoch + 1}: valid perplexity {valid.perplexity:.2f}, {self.train_tokens / seconds:,.0f} tokens/s",
+            flush=True,
+        )
+
+
+def record_epoch(run: RunDir, model: keras.Model, epoch: int, record: dict) -> None:
+    """Saves the weights if this epoch is the best so far, then its history entry (keyed by epoch)."""
+    history = run.read_history()
+    others = [h["valid_perplexity"] for e, h in history.items() if e != epoch]
+    if not others or record["valid_perplexity"] < min(others):
+        run.save_best_weights(model)
+    history[epoch] = record
+    run.write_history(history)
+
+
+def patience_exhausted(valid_perplexities: list[float], patience: int) -> bool:
+    """Whether the last `patience` epochs brought no better validation perplexity (prints why)."""
+    if not valid_perplexities:
+        return False
+    best = min(range(len(valid_perplexities)), key=valid_perplexities.__getitem__)
+    if len(valid_perplexities) - 1 - best >= patience:
+        print(f"stopping early: no better valid perplexity for {patience} epochs", flush=True)
+        return True
+    return False
+
+
+class ResumableEarlyStopping(keras.callbacks.Callback):
+    """Stops after `patience` epochs without a better valid perplexity.
+
+    Unlike `keras.callbacks.EarlyStopping`, its state is the recorded history,
+    so a resumed run stops at the same epoch as an uninterrupted one.
+    """
+
+    def __init__(self, run: RunDir, patience: int):
+        super().__init__()
+        self.run = run
+        self.patience = patience
+
+    def on_epoch_end(self, epoch, logs=None):
+        history = self.run.read_history()
+        done = [history[e]["valid_perplexity"] for e in sorted(history) if e <= epoch]
+        if patience_exhausted(done, self.patience):
+            self.model.stop_training = True

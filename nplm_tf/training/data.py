@@ -1,0 +1,64 @@
+"""What training knows about a corpus before it starts: the vocabulary, token counts and datasets."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import tensorflow as tf
+
+from nplm_tf.config import Config
+from nplm_tf.run_dir import RunDir
+from pipelines import corpus as corpus_lib
+from pipelines import vocabulary as vocab_lib
+from pipelines import windows
+
+EVAL_BATCH_SIZE = 1024
+
+
+@dataclasses.dataclass(frozen=True)
+class Data:
+    """What the pipeline knows about a corpus before training: vocabulary and sizes."""
+
+    vocab: vocab_lib.Vocabulary
+    tokens: dict[str, int]  # predicted tokens per split (tokens + one </s> per line)
+
+    def dataset(self, corpus: corpus_lib.Corpus, split: str, config: Config, **kwargs) -> tf.data.Dataset:
+        batch = kwargs.pop("batch_size", EVAL_BATCH_SIZE)
+        return windows.window_dataset(corpus[split], self.vocab, config.order, batch, self.tokens[split], **kwargs)
+
+    def train_dataset(self, corpus: corpus_lib.Corpus, config: Config, epoch) -> tf.data.Dataset:
+        """The shuffled training batches of `epoch` (a number, or a variable read as each iterator starts)."""
+        return self.dataset(
+            corpus,
+            "train",
+            config,
+            batch_size=config.batch_size,
+            shuffle=True,
+            shuffle_buffer=config.shuffle_buffer,
+            seed=config.seed,
+            epoch=epoch,
+        )
+
+
+def split_tokens(split: corpus_lib.Split) -> int:
+    _, tokens, lines = vocab_lib.count_split(split)
+    return tokens + lines
+
+
+def eval_dataset(split: corpus_lib.Split, vocab: vocab_lib.Vocabulary, config: Config) -> tf.data.Dataset:
+    """Every window of `split`, in order, for exact scoring (counts the split's tokens once)."""
+    return windows.window_dataset(split, vocab, config.order, EVAL_BATCH_SIZE, split_tokens(split))
+
+
+def prepare_data(config: Config, corpus: corpus_lib.Corpus, model_dir: str | None = None) -> Data:
+    """Checks every split, builds (or reloads) the vocabulary and counts tokens."""
+    for name in corpus_lib.SPLITS:
+        corpus_lib.check_split(corpus[name], config.order)
+    run = RunDir(model_dir) if model_dir else None
+    if run and run.has_vocab():
+        vocab = run.load_vocab()
+    else:
+        vocab = vocab_lib.build(corpus["train"], config.min_count)
+        if run:
+            run.save_vocab(vocab)
+    return Data(vocab, {name: split_tokens(corpus[name]) for name in corpus_lib.SPLITS})

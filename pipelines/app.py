@@ -1,0 +1,92 @@
+"""What every binary shares: a quiet start, one clear sentence and a non-zero exit on bad input.
+
+    from pipelines import app
+    app.run(main)   # instead of absl.app.run(main)
+
+TensorFlow prints start-up lines on a CPU machine that tell a user nothing
+(oneDNN notices, "Could not find cuda drivers", and an `E0000 ... failed call
+to cuInit` that reads as a failure). Unless the user sets
+TF_CPP_MIN_LOG_LEVEL, `run` hides them: the level is set before TensorFlow
+loads, and the lines its C++ libraries print while loading (before their log
+settings apply) are filtered out of standard error, everything else passed on.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import sys
+import tempfile
+import warnings
+from collections.abc import Callable
+
+from absl import app
+
+from pipelines.errors import UserError
+
+USER_ERRORS = (UserError, FileNotFoundError)
+# The lines TensorFlow's libraries print while loading: absl's pre-init notice and INFO/WARNING records.
+_START_UP_NOISE = re.compile(r"^(WARNING: All log messages before absl::InitializeLog\(\)|[IW]\d{4} )")
+
+
+def fail(message: str, code: int = 1) -> None:
+    print(f"error: {message}", file=sys.stderr, flush=True)
+    sys.exit(code)
+
+
+def import_tensorflow_quietly() -> None:
+    """Imports TensorFlow with its start-up chatter hidden, unless the user set TF_CPP_MIN_LOG_LEVEL."""
+    if "TF_CPP_MIN_LOG_LEVEL" in os.environ or "tensorflow" in sys.modules:
+        return
+    os.environ["TF_CPP_MIN_LOG_LEVEL"] = "3"  # also the CUDA probe's error on a machine without a GPU
+    sys.stderr.flush()
+    saved = os.dup(2)
+    with tempfile.TemporaryFile(mode="w+b") as captured:
+        os.dup2(captured.fileno(), 2)
+        try:
+            import tensorflow  # noqa: F401
+            import tensorflow_text  # noqa: F401  (loads more C++ libraries, which print the same lines)
+        finally:
+            os.dup2(saved, 2)
+            os.close(saved)
+            captured.seek(0)
+            kept = [
+                line
+                for line in captured.read().decode("utf-8", "replace").splitlines(keepends=True)
+                if not _START_UP_NOISE.match(line)
+            ]
+            sys.stderr.write("".join(kept))
+
+
+def _silence_known_warnings() -> None:
+    # The project's datasets shuffle themselves (a function of seed and epoch); Keras's reminder does not apply.
+    warnings.filterwarnings("ignore", message=r".*expected to already be shuffled")
+
+
+def guarded(main: Callable[[list[str]], None]) -> Callable[[list[str]], None]:
+    """Wraps `main`: user errors print one sentence; Ctrl-C says how to resume."""
+
+    def wrapped(argv: list[str]) -> None:
+        from absl import flags, logging
+
+        if not flags.FLAGS["verbosity"].present:  # TensorFlow's INFO chatter (savers, collectives) off
+            logging.set_verbosity(logging.WARNING)
+        if len(argv) > 1:
+            fail(f"unexpected arguments {argv[1:]}; every option is a --flag.", 2)
+        try:
+            main(argv)
+        except USER_ERRORS as e:
+            fail(str(e))
+        except KeyboardInterrupt:
+            fail("interrupted; run the same command again to resume from the last finished epoch.", 130)
+
+    return wrapped
+
+
+def run(main: Callable[[list[str]], None]) -> None:
+    import logging
+
+    import_tensorflow_quietly()
+    _silence_known_warnings()
+    logging.getLogger("tensorflow").setLevel(logging.ERROR)  # per-batch distribute chatter
+    app.run(guarded(main))
