@@ -14,6 +14,9 @@ from pipelines.errors import UserError
 
 OPTIMIZERS = ("sgd", "adam")
 PRECISIONS = ("float32", "mixed_bfloat16")
+TAILS = ("class", "backoff")
+LOSSES = ("softmax", "sampled_softmax", "nce")
+DEFAULT_TAIL_ORDER = 4
 
 # Fields that may differ when a run resumes in an existing model directory.
 RESUMABLE_FIELDS = ("epochs", "patience", "jit_compile")
@@ -46,6 +49,12 @@ class Config:
     seed: int = 1234
     sync_every: int = 1  # multi-worker: 1 all-reduces gradients each step; K > 1 averages weights every K local steps
     balance_workers: bool = False  # local SGD: deal each round's batches by worker speed (not reproducible run to run)
+    # Large vocabularies (docs/large_vocabularies.md): a short list, or sampled training of the full softmax.
+    shortlist: int = 0  # N: the network predicts the N most frequent words (0: every word, the full softmax)
+    tail: str = "class"  # short list: "class" (N+1 outputs, the last "in the tail") or "backoff" (Schwenk 2007)
+    tail_ngram_order: int = 0  # K of the Kneser-Ney model that scores the tail (0: min(4, n))
+    loss: str = "softmax"  # "softmax" (exact), "sampled_softmax" or "nce": training only; evaluation is exact
+    num_sampled: int = 100  # noise words per batch for sampled_softmax / nce
 
     def __post_init__(self) -> None:
         _check(self.order >= 2, "order", self.order, "must be at least 2 (n-1 >= 1 context word)")
@@ -68,12 +77,58 @@ class Config:
         _check(self.shuffle_buffer >= 1, "shuffle_buffer", self.shuffle_buffer, "must be at least 1")
         _check(self.patience >= 1, "patience", self.patience, "must be at least 1")
         _check(self.sync_every >= 1, "sync_every", self.sync_every, "must be at least 1")
+        _check(self.shortlist >= 0, "shortlist", self.shortlist, "must be >= 0 (0: the full softmax)")
+        _check(self.tail in TAILS, "tail", self.tail, f"must be one of {TAILS}")
+        _check(self.shortlist > 0 or self.tail == "class", "tail", self.tail, "needs shortlist > 0")
+        _check(
+            self.shortlist > 0 or self.tail_ngram_order == 0,
+            "tail_ngram_order",
+            self.tail_ngram_order,
+            "needs shortlist > 0",
+        )
+        _check(
+            self.tail_ngram_order == 0 or 2 <= self.tail_ngram_order <= self.order,
+            "tail_ngram_order",
+            self.tail_ngram_order,
+            f"must be in [2, order={self.order}] (the n-gram sees the n-1 context words)",
+        )
+        _check(self.loss in LOSSES, "loss", self.loss, f"must be one of {LOSSES}")
+        _check(
+            self.loss == "softmax" or self.shortlist == 0,
+            "loss",
+            self.loss,
+            "trains the full vocabulary; use it with shortlist=0",
+        )
+        _check(self.num_sampled > 0, "num_sampled", self.num_sampled, "must be positive")
         _check(
             not self.balance_workers or self.sync_every > 1,
             "balance_workers",
             self.balance_workers,
             "needs sync_every > 1 (it deals the batches of local SGD's rounds)",
         )
+
+    @property
+    def tail_order(self) -> int:
+        """K, the order of the short list's tail n-gram."""
+        return self.tail_ngram_order or min(DEFAULT_TAIL_ORDER, self.order)
+
+    @property
+    def output_size(self) -> int | None:
+        """Softmax width when it is not |V|: N + 1 (tail class) or N (back-off); None for the full softmax."""
+        if not self.shortlist:
+            return None
+        return self.shortlist + (1 if self.tail == "class" else 0)
+
+    def check_vocab_size(self, vocab_size: int) -> None:
+        """The settings that depend on |V|, checked once the vocabulary is known."""
+        _check(self.shortlist < vocab_size, "shortlist", self.shortlist, f"must be smaller than |V| = {vocab_size:,}")
+        if self.loss != "softmax":
+            _check(
+                self.num_sampled < vocab_size,
+                "num_sampled",
+                self.num_sampled,
+                f"must be smaller than |V| = {vocab_size:,}",
+            )
 
     @property
     def context_size(self) -> int:

@@ -12,6 +12,7 @@ A training run (`nplm_tf.train`) writes
     model.keras       the best model in Keras's format
     export/<version>/ the SavedModel
     mixture.json      after `evaluate --ngram_dir`: the fitted mixture weights
+    tail_ngram/       with --shortlist: the Kneser-Ney model of the tail (an n-gram directory)
     metrics.json      written last: the run's results
 
 and an n-gram directory (`nplm_tf.ngram`) holds vocab.tsv, ngram.npz,
@@ -40,6 +41,7 @@ MIXTURE = "mixture.json"
 METRICS = "metrics.json"
 NGRAM_MODEL = "ngram.npz"
 ARPA = "model.arpa"
+TAIL_NGRAM = "tail_ngram"
 
 
 class RunDir:
@@ -62,6 +64,7 @@ class RunDir:
     export_dir = property(lambda self: self.file(EXPORT))
     ngram_model = property(lambda self: self.file(NGRAM_MODEL))
     arpa = property(lambda self: self.file(ARPA))
+    tail_ngram_dir = property(lambda self: self.file(TAIL_NGRAM))
 
     def worker_scratch(self, task_id: int) -> str:
         """Where a non-chief worker writes its (discarded) share of each checkpoint."""
@@ -123,8 +126,9 @@ class RunDir:
 
 
 def load_trained(model_dir: str):
-    """The (config, vocabulary, best-by-validation Keras model) of a training run."""
+    """The (config, vocabulary, best-by-validation Keras model) of a training run (a short list's with its tail)."""
     from nplm_tf.network import model as model_lib  # Keras and TensorFlow only when a model is loaded
+    from nplm_tf.training import tail as tail_lib
 
     run = RunDir(model_dir)
     if not run.has_config():
@@ -135,6 +139,7 @@ def load_trained(model_dir: str):
         raise ConfigError(f"{model_dir} has no trained weights yet ({BEST_WEIGHTS}); train at least one epoch.")
     model = model_lib.build_model(config, vocab.size)
     model.load_weights(run.best_weights)
+    model_lib.attach_tail(model, tail_lib.load_tail(run, config))
     return config, vocab, model
 
 

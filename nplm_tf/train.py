@@ -65,6 +65,35 @@ flags.DEFINE_boolean(
     "in proportion to the workers' measured speeds and average in a background thread, one round "
     "late, so no worker waits for another (the run is then not reproducible exactly).",
 )
+flags.DEFINE_integer(
+    "shortlist",
+    _D.shortlist,
+    "N > 0: the network predicts the N most frequent words; the rest (the tail) take "
+    "their probability from a Kneser-Ney n-gram, exactly normalized (0: the full softmax).",
+)
+flags.DEFINE_enum(
+    "tail",
+    _D.tail,
+    ["class", "backoff"],
+    "With --shortlist: 'class' (N + 1 outputs, the last 'in the tail'; "
+    "Goodfellow et al. eq. 12.10) or 'backoff' (N outputs scaled by the n-gram's list mass; Schwenk 2007).",
+)
+flags.DEFINE_integer(
+    "tail_ngram_order", _D.tail_ngram_order, "With --shortlist: K of the tail's Kneser-Ney model (0: min(4, n))."
+)
+TAIL_NGRAM_DIR = flags.DEFINE_string(
+    "ngram_dir",
+    None,
+    "With --shortlist: use this nplm_tf.ngram Kneser-Ney model for the tail (default: build one on train).",
+)
+flags.DEFINE_enum(
+    "loss",
+    _D.loss,
+    ["softmax", "sampled_softmax", "nce"],
+    "Training loss: the exact softmax, or sampled softmax / "
+    "NCE against --num_sampled noise words per batch (unigram^0.75); evaluation is always exact.",
+)
+flags.DEFINE_integer("num_sampled", _D.num_sampled, "Noise words per batch for --loss=sampled_softmax or nce.")
 
 FLAGS = flags.FLAGS
 
@@ -74,7 +103,13 @@ def config_from_flags() -> Config:
     for field in dataclasses.fields(Config):
         if field.name not in values or FLAGS[field.name].present:
             values[field.name] = FLAGS[field.name].value
-    return Config.from_dict(values)
+    config = Config.from_dict(values)
+    for name in ("tail", "tail_ngram_order", "ngram_dir"):
+        if FLAGS[name].present and not config.shortlist:
+            raise ConfigError(f"--{name} needs --shortlist=N > 0 (it configures the short list's tail).")
+    if FLAGS["num_sampled"].present and config.loss == "softmax":
+        raise ConfigError("--num_sampled needs --loss=sampled_softmax or --loss=nce.")
+    return config
 
 
 def main(argv):
@@ -91,9 +126,13 @@ def main(argv):
     if STRATEGY.value == "multi_worker":  # Keras fit fails under MultiWorkerMirroredStrategy: a custom loop
         from nplm_tf.distributed import multi_worker
 
-        metrics = multi_worker.train_multi_worker(config, MODEL_DIR.value, corpus_flags.corpus_from_flags(), strategy)
+        metrics = multi_worker.train_multi_worker(
+            config, MODEL_DIR.value, corpus_flags.corpus_from_flags(), strategy, TAIL_NGRAM_DIR.value
+        )
     else:
-        metrics = trainer.train_and_evaluate(config, MODEL_DIR.value, corpus_flags.corpus_from_flags(), strategy)
+        metrics = trainer.train_and_evaluate(
+            config, MODEL_DIR.value, corpus_flags.corpus_from_flags(), strategy, tail_ngram_dir=TAIL_NGRAM_DIR.value
+        )
     print(json.dumps({k: metrics[k] for k in ("valid_perplexity", "test_perplexity", "vocab_size", "tokens")}))
 
 

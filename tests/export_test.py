@@ -13,9 +13,9 @@ import tensorflow as tf
 
 from nplm_tf import run_dir
 from nplm_tf.baselines import build as ngram_lib
-from nplm_tf.baselines import interpolated, kneser_ney, mixture
+from nplm_tf.baselines import interpolated, kneser_ney, mixture, ngram_graph
 from nplm_tf.network import scoring
-from nplm_tf.serving import ngram_tables, saved_model
+from nplm_tf.serving import saved_model
 from nplm_tf.training import trainer
 from nplm_tf.training.data import eval_dataset
 from pipelines import corpus as corpus_lib
@@ -228,7 +228,7 @@ def test_serving_ngrams_equal_the_numpy_models(order):
     else:
         model = kneser_ney.KneserNey(data, order, vocab_size=8)
     weights = [0.1, 0.2, 0.3, 0.4]
-    served = ngram_tables.serving_model(model, weights)
+    served = ngram_graph.serving_model(model, weights)
     test = kneser_ney.TokenArrays.from_lines([[2, 3, 4, 7], [6, 6, 1, 2, 3]], bos_id=8, eos_id=0)
     positions = np.nonzero(test.predicted)[0]
     context = np.full((positions.size, 2), 8, np.int64)

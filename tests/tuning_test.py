@@ -39,6 +39,7 @@ def test_default_search_space_is_pinned():
         "feature_dim": (20, 120, 10, 30),
         "order": [3, 4, 5, 6],
         "direct": [False, True],
+        "shortlist": [0, 2000, 4000, 8000],
     }
     model = hypermodel_lib.NPLMHyperModel(
         Config(), corpus=None, vocab_size=50, output_dir="unused", tune_order=True, tune_direct=True

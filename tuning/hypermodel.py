@@ -11,6 +11,7 @@ import keras_tuner
 
 from nplm_tf.config import Config
 from nplm_tf.network import model as model_lib
+from nplm_tf.network import objectives
 from nplm_tf.training import trainer
 from pipelines import corpus as corpus_lib
 
@@ -21,6 +22,7 @@ SEARCH_SPACE = {
     "feature_dim": (20, 120, 10, 30),  # m
     "order": [3, 4, 5, 6],  # n, default 5
     "direct": [False, True],  # W, default False
+    "shortlist": [0, 2000, 4000, 8000],  # N, default 0 (full softmax); sizes not below |V| are left out
 }
 OBJECTIVE = keras_tuner.Objective("val_perplexity", direction="min")
 TRIALS_SUBDIR = "runs"
@@ -40,6 +42,8 @@ class NPLMHyperModel(keras_tuner.HyperModel):
       vocab_size: |V| for the corpus at `base.min_count`.
       output_dir: where the trials' run directories go.
       tune_order, tune_direct: also search n and the direct connections.
+      tune_shortlist: also search the short list's size N (0, the full softmax, among them).
+      counts: the vocabulary's train counts (a sampled objective's noise).
     """
 
     def __init__(
@@ -50,6 +54,8 @@ class NPLMHyperModel(keras_tuner.HyperModel):
         output_dir: str,
         tune_order: bool = False,
         tune_direct: bool = False,
+        tune_shortlist: bool = False,
+        counts=None,
         **kwargs,
     ):
         super().__init__(**kwargs)
@@ -59,6 +65,8 @@ class NPLMHyperModel(keras_tuner.HyperModel):
         self.output_dir = output_dir
         self.tune_order = tune_order
         self.tune_direct = tune_direct
+        self.tune_shortlist = tune_shortlist
+        self.counts = counts
 
     def config(self, hp: keras_tuner.HyperParameters) -> Config:
         low, high, step, default = SEARCH_SPACE["hidden_dim"]
@@ -69,12 +77,18 @@ class NPLMHyperModel(keras_tuner.HyperModel):
             changes["order"] = hp.Choice("order", SEARCH_SPACE["order"], default=5)
         if self.tune_direct:
             changes["direct"] = hp.Boolean("direct", default=False)
+        if self.tune_shortlist:
+            sizes = [n for n in SEARCH_SPACE["shortlist"] if n < self.vocab_size]
+            changes["shortlist"] = hp.Choice("shortlist", sizes, default=0)
         return dataclasses.replace(self.base, **changes)
 
     def build(self, hp):
         config = self.config(hp)
         return model_lib.compile_model(
-            model_lib.build_model(config, self.vocab_size), config, steps_per_execution=_steps_per_execution()
+            model_lib.build_model(config, self.vocab_size),
+            config,
+            steps_per_execution=_steps_per_execution(),
+            objective=objectives.make_objective(config, self.counts),
         )
 
     def fit(self, hp, model, *args, callbacks=(), epochs=None, **kwargs):

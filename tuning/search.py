@@ -29,6 +29,9 @@ OUTPUT_DIR = flags.DEFINE_string(
 CONFIG_JSON = flags.DEFINE_string("config_json", None, "Settings that are not searched (default: nplm_tf's defaults).")
 TUNE_ORDER = flags.DEFINE_boolean("tune_order", False, "Also search n in {3, 4, 5, 6}.")
 TUNE_DIRECT = flags.DEFINE_boolean("tune_direct", False, "Also search the direct connections W.")
+TUNE_SHORTLIST = flags.DEFINE_boolean(
+    "tune_shortlist", False, "Also search the short list's size N in {0 (full softmax), 2000, 4000, 8000}, below |V|."
+)
 NUM_CPU_DEVICES = flags.DEFINE_integer(
     "num_cpu_devices", 2, "Logical CPU devices: MirroredStrategy's replicas when no GPU."
 )
@@ -50,9 +53,16 @@ def main(argv):
     base = Config.from_json(CONFIG_JSON.value) if CONFIG_JSON.value else Config()
     corpus = corpus_flags.corpus_from_flags()
     os.makedirs(OUTPUT_DIR.value, exist_ok=True)
-    vocab_size = prepare_data(base, corpus).vocab.size
+    vocab = prepare_data(base, corpus).vocab
     hypermodel = hypermodel_lib.NPLMHyperModel(
-        base, corpus, vocab_size, OUTPUT_DIR.value, tune_order=TUNE_ORDER.value, tune_direct=TUNE_DIRECT.value
+        base,
+        corpus,
+        vocab.size,
+        OUTPUT_DIR.value,
+        tune_order=TUNE_ORDER.value,
+        tune_direct=TUNE_DIRECT.value,
+        tune_shortlist=TUNE_SHORTLIST.value,
+        counts=vocab.counts,
     )
     strategy = strategies.make_strategy("mirrored", NUM_CPU_DEVICES.value)
     tuner = search_lib.make_tuner(

@@ -67,6 +67,7 @@ def trial_rows(tuner: keras_tuner.Tuner, base: Config) -> list[dict]:
                 "feature_dim": values.get("feature_dim", base.feature_dim),
                 "order": values.get("order", base.order),
                 "direct": bool(values.get("direct", base.direct)),
+                "shortlist": int(values.get("shortlist", base.shortlist)),
                 "epochs": int(metric("epochs") or 0),
                 "valid_perplexity": trial.metrics.get_best_value("val_perplexity"),
                 "test_perplexity": metric("test_perplexity"),
@@ -79,7 +80,12 @@ def trial_rows(tuner: keras_tuner.Tuner, base: Config) -> list[dict]:
 def best_config(rows: list[dict], base: Config) -> Config:
     best = rows[0]
     return dataclasses.replace(
-        base, hidden_dim=best["hidden_dim"], feature_dim=best["feature_dim"], order=best["order"], direct=best["direct"]
+        base,
+        hidden_dim=best["hidden_dim"],
+        feature_dim=best["feature_dim"],
+        order=best["order"],
+        direct=best["direct"],
+        shortlist=best.get("shortlist", base.shortlist),
     )
 
 
@@ -92,14 +98,15 @@ def write_results(output_dir: str, rows: list[dict], base: Config, tuner_kind: s
     lines = [
         f"# {tuner_kind} search: {len(rows)} trials, best first (validation perplexity)",
         "",
-        "| trial | h | m | n | direct | epochs | valid ppl | test ppl | seconds |",
-        "|---|---|---|---|---|---|---|---|---|",
+        "| trial | h | m | n | direct | short list | epochs | valid ppl | test ppl | seconds |",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in rows:
         test = f"{r['test_perplexity']:.2f}" if r["test_perplexity"] is not None else ""
         lines.append(
             f"| {r['trial']} | {r['hidden_dim']} | {r['feature_dim']} | {r['order']} | "
-            f"{'yes' if r['direct'] else 'no'} | {r['epochs']} | {r['valid_perplexity']:.2f} | {test} | "
+            f"{'yes' if r['direct'] else 'no'} | {r.get('shortlist') or 'all'} | {r['epochs']} | "
+            f"{r['valid_perplexity']:.2f} | {test} | "
             f"{r['seconds']:.0f} |"
         )
     lines += [

@@ -225,6 +225,24 @@ class KneserNey:
             )
         self.orders[self.order].backoff = np.ones(self.orders[self.order].keys.size)
 
+    # ------------------------------------------------------------ short list --
+
+    def list_mass_tables(self, list_size: int) -> tuple[float, list[np.ndarray]]:
+        """What m(h) = Σ_{w<N} p(w | h) needs, for the ids 0..N-1 of a short list, without touching all of it.
+
+        With p(w | h) = p̃(w | h) + γ(h) p(w | h') (p̃ = 0 for an unseen (h, w)), m(h) = Δ(h) + γ(h) m(h'),
+        where Δ(h) = Σ over the list words seen after h of p̃(w | h). Returns m() of the unigram and, for each
+        order k = 2..N, Δ over the (k-1)-grams as contexts (0 where none of the list follows).
+        """
+        base = float(self.orders[1].prob[:list_size].sum())
+        deltas = []
+        for k in range(2, self.order + 1):
+            o, lower = self.orders[k], self.orders[k - 1]
+            own = o.prob - lower.backoff[o.context] * lower.prob[o.suffix]  # p̃(w | h) of each seen (h, w)
+            listed = o.word < list_size
+            deltas.append(np.bincount(o.context[listed], weights=own[listed], minlength=lower.keys.size))
+        return base, deltas
+
     # ------------------------------------------------------- serialization --
 
     def get_state(self) -> dict[str, np.ndarray]:

@@ -28,7 +28,7 @@ import tensorflow as tf
 
 from nplm_tf.config import Config, ConfigError
 from nplm_tf.distributed import collectives
-from nplm_tf.network import model as model_lib
+from nplm_tf.network import objectives
 from nplm_tf.training.data import Data
 from pipelines import corpus as corpus_lib
 
@@ -52,6 +52,8 @@ def make_local_train_steps(model, optimizer):
     """A tf.function that passes over `skip` batches of a plain iterator, then runs `count` steps of this worker's
     own model on the next ones; returns Σ -ln P."""
 
+    objective = model.objective or objectives.Softmax()
+
     @tf.function
     def train_steps(iterator, count, skip):
         for _ in tf.range(skip):
@@ -60,10 +62,8 @@ def make_local_train_steps(model, optimizer):
         for _ in tf.range(count):
             context, target = next(iterator)
             with tf.GradientTape() as tape:
-                nll = model_lib.token_nll(target, model(context, training=True))
-                loss = tf.reduce_mean(nll)
-                if model.losses:
-                    loss += tf.add_n(model.losses)
+                nll, regularization = objective.losses(model, context, target)
+                loss = tf.reduce_mean(nll) + regularization
             grads = tape.gradient(loss, model.trainable_variables)
             optimizer.apply(grads, model.trainable_variables)
             total += tf.reduce_sum(nll)

@@ -32,9 +32,10 @@ from nplm_tf.config import Config
 from nplm_tf.distributed import collectives, local_sgd
 from nplm_tf.distributed.strategies import is_chief
 from nplm_tf.network import model as model_lib
-from nplm_tf.network import optimizers, scoring
+from nplm_tf.network import objectives, optimizers, scoring
 from nplm_tf.run_dir import RunDir
 from nplm_tf.training import callbacks as callbacks_lib
+from nplm_tf.training import tail as tail_lib
 from nplm_tf.training import trainer
 from nplm_tf.training.data import Data, prepare_data
 from pipelines import corpus as corpus_lib
@@ -52,7 +53,11 @@ def _train_dataset(config: Config, data: Data, corpus: corpus_lib.Corpus, epoch:
 
 
 def train_multi_worker(
-    config: Config, model_dir: str, corpus: corpus_lib.Corpus, strategy: tf.distribute.Strategy
+    config: Config,
+    model_dir: str,
+    corpus: corpus_lib.Corpus,
+    strategy: tf.distribute.Strategy,
+    tail_ngram_dir: str | None = None,
 ) -> dict:
     """Trains (or resumes) with `strategy` (usually MultiWorkerMirroredStrategy); returns the metrics."""
     chief = is_chief(strategy)
@@ -62,14 +67,20 @@ def train_multi_worker(
     if finished is not None:
         return finished
     data = prepare_data(config, corpus, model_dir if chief else None)
+    if chief:
+        RunDir(model_dir).write_config(config)
+        tail_lib.prepare_tail(config, data.vocab, corpus, model_dir, tail_ngram_dir)
+    collectives.barrier(strategy)  # the chief has kept the tail's n-gram
+    tail = tail_lib.load_tail(RunDir(model_dir), config)
     replicas = strategy.num_replicas_in_sync
     local = config.sync_every > 1
     if local:
         local_sgd.check_local_sgd(strategy)
-    model, optimizer = build(config, data.vocab.size, strategy, local=local)
+    model, optimizer = build(config, data.vocab.size, strategy, local=local, counts=data.vocab.counts)
+    model_lib.attach_tail(model, tail)
     with contextlib.nullcontext() if local else strategy.scope():
         epoch_done = tf.Variable(0, dtype=tf.int64, trainable=False)
-    trainer.init_output_bias(model, data.vocab)
+    trainer.init_output_bias(model, data.vocab, config)
     checkpoint = tf.train.Checkpoint(model=model, optimizer=optimizer, epoch=epoch_done)
     run = RunDir(model_dir)
     shared = run.checkpoints_dir
@@ -148,7 +159,7 @@ def train_multi_worker(
     return trainer.finish_run(model, data, corpus, config, model_dir, write=chief, extra={"workers": replicas})
 
 
-def build(config: Config, vocab_size: int, strategy: tf.distribute.Strategy, local: bool = False):
+def build(config: Config, vocab_size: int, strategy: tf.distribute.Strategy, local: bool = False, counts=None):
     """The model and its built optimizer, the same initial weights on every worker.
 
     In `strategy`'s scope (mirrored variables), or with `local` outside it:
@@ -159,6 +170,7 @@ def build(config: Config, vocab_size: int, strategy: tf.distribute.Strategy, loc
         model = model_lib.build_model(config, vocab_size)
         optimizer = optimizers.make_optimizer(config)
         optimizer.build(model.trainable_variables)
+    model.objective = objectives.make_objective(config, counts)
     return model, optimizer
 
 
@@ -166,13 +178,13 @@ def make_train_steps(model, optimizer, strategy: tf.distribute.Strategy, config:
     """A tf.function running `count` steps on a distributed iterator; returns the summed -ln P."""
     replicas = strategy.num_replicas_in_sync
     global_batch = float(config.batch_size)
+    objective = model.objective or objectives.Softmax()
 
     def step_fn(context, target):
         with tf.GradientTape() as tape:
-            nll = model_lib.token_nll(target, model(context, training=True))  # (per-replica batch,)
+            nll, regularization = objective.losses(model, context, target)  # (per-replica batch,), R(θ)
             loss = tf.reduce_sum(nll) / global_batch  # summed over replicas: the global mean
-            if model.losses:
-                loss += tf.add_n(model.losses) / replicas  # R(θ): once in total
+            loss += regularization / replicas  # R(θ): once in total
         grads = tape.gradient(loss, model.trainable_variables)
         optimizer.apply(grads, model.trainable_variables)
         return tf.reduce_sum(nll)

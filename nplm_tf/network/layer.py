@@ -70,6 +70,10 @@ class NPLMLayer(keras.layers.Layer):
         `seed` and a step counter saved with the weights, so a resumed run
         draws the same masks as an uninterrupted one.
       seed: seed of the dropout masks.
+      output_size: the softmax width when it is not |V| (a short list's N or
+        N + 1 outputs); C still has a row for every word.
+      output_rows: store U and W with one row per output word, (|V|, h) and
+        (|V|, (n-1)m), so sampled training gathers rows (sparse gradients).
       **kwargs: passed to `keras.layers.Layer` (`name`, `dtype`, ...).
 
     Example:
@@ -92,6 +96,8 @@ class NPLMLayer(keras.layers.Layer):
         weight_decay=0.0,
         dropout=0.0,
         seed=0,
+        output_size=None,
+        output_rows=False,
         **kwargs,
     ):
         # Variables are cast by hand in call(): autocasting C would cast the
@@ -124,6 +130,10 @@ class NPLMLayer(keras.layers.Layer):
         self.weight_decay = float(weight_decay)
         self.dropout = float(dropout)
         self.seed = int(seed)
+        if output_size is not None and (not isinstance(output_size, int) or output_size < 1):
+            raise ValueError(f"`output_size` must be a positive integer or None. Received: output_size={output_size!r}")
+        self.output_size = output_size or vocab_size
+        self.output_rows = bool(output_rows)
 
     def build(self, input_shape):
         x_dim = self.context_size * self.feature_dim  # (n-1)m
@@ -140,12 +150,12 @@ class NPLMLayer(keras.layers.Layer):
             )
             self.d = self.add_weight(shape=(self.hidden_dim,), initializer="zeros", name="d", autocast=False)
             self.U = self.add_weight(
-                shape=(self.hidden_dim, self.vocab_size), initializer="glorot_uniform", name="U", autocast=False
+                shape=self._output_shape(self.hidden_dim), initializer="glorot_uniform", name="U", autocast=False
             )
-        self.b = self.add_weight(shape=(self.vocab_size,), initializer="zeros", name="b", autocast=False)
+        self.b = self.add_weight(shape=(self.output_size,), initializer="zeros", name="b", autocast=False)
         self.W = None
         if self.direct:
-            self.W = self.add_weight(shape=(x_dim, self.vocab_size), initializer="zeros", name="W", autocast=False)
+            self.W = self.add_weight(shape=self._output_shape(x_dim), initializer="zeros", name="W", autocast=False)
         self.step = None
         if self.dropout:
             self.step = self.add_weight(
@@ -156,6 +166,12 @@ class NPLMLayer(keras.layers.Layer):
                 aggregation="only_first_replica",
                 name="dropout_step",
             )
+
+    def _output_shape(self, inputs):
+        return (self.output_size, inputs) if self.output_rows else (inputs, self.output_size)
+
+    def _output(self, inputs, w):
+        return ops.matmul(inputs, ops.transpose(w)) if self.output_rows else ops.matmul(inputs, w)
 
     def _weights(self):
         return [w for w in (self.H, self.U, self.W) if w is not None]
@@ -196,9 +212,9 @@ class NPLMLayer(keras.layers.Layer):
             a = ops.tanh(ops.matmul(xc, H) + ops.cast(self.d, dtype))  # (batch, h)
             if drop:
                 a = self._dropout(a, 1)
-            y = ops.matmul(a, U)  # (batch, |V|)
+            y = self._output(a, U)  # (batch, |V|)
         if self.W is not None:
-            direct = ops.matmul(xc, W)  # (batch, |V|)
+            direct = self._output(xc, W)  # (batch, |V|)
             y = direct if y is None else y + direct
         if bool(training):
             y = _add_bias(y, self.b.value)  # (batch, |V|) float32
@@ -212,8 +228,38 @@ class NPLMLayer(keras.layers.Layer):
             self.add_loss(self.weight_decay * ops.cast(penalty, "float32"))
         return y
 
+    def output_inputs(self, context, training=False):
+        """For training by sampling: z = (tanh(d + H·x), x) (float32, (batch, h [+ (n-1)m])), the output weights
+        whose rows match z's columns ([U] or [U, W], each (|V|, ·)), and R(θ) without the output weights (a sampled
+        objective decays the rows it uses). y = b + z·[U, W]^T is equation (1)."""
+        if not self.output_rows:
+            raise ValueError("output_inputs needs output_rows=True (the output weights stored as rows).")
+        dtype = self.compute_dtype
+        features = tf.gather(self.C.value, tf.cast(context, tf.int32))  # (batch, n-1, m)
+        x = ops.reshape(features, (-1, self.context_size * self.feature_dim))  # (batch, (n-1)m)
+        xc = ops.cast(x, dtype)
+        drop = bool(training) and self.dropout > 0
+        if drop:
+            self.step.assign_add(1)
+            xc = self._dropout(xc, 0)
+        parts, rows = [], []
+        if self.hidden_dim:
+            a = ops.tanh(ops.matmul(xc, ops.cast(self.H.value, dtype)) + ops.cast(self.d, dtype))  # (batch, h)
+            if drop:
+                a = self._dropout(a, 1)
+            parts.append(a)
+            rows.append(self.U.value)
+        if self.W is not None:
+            parts.append(xc)
+            rows.append(self.W.value)
+        z = ops.cast(ops.concatenate(parts, axis=1) if len(parts) > 1 else parts[0], "float32")
+        penalty = ops.mean(ops.sum(ops.square(x), axis=1))
+        if self.H is not None:
+            penalty = penalty + 2 * tf.nn.l2_loss(self.H.value)
+        return z, rows, self.weight_decay * penalty
+
     def compute_output_shape(self, input_shape):
-        return (input_shape[0], self.vocab_size)
+        return (input_shape[0], self.output_size)
 
     def get_config(self):
         config = super().get_config()
@@ -227,6 +273,8 @@ class NPLMLayer(keras.layers.Layer):
                 "weight_decay": self.weight_decay,
                 "dropout": self.dropout,
                 "seed": self.seed,
+                "output_size": self.output_size,
+                "output_rows": self.output_rows,
             }
         )
         return config

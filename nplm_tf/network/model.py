@@ -54,8 +54,45 @@ class NegativeLogLikelihood(keras.losses.Loss):
         return token_nll(y_true, y_pred)
 
 
+@keras.saving.register_keras_serializable(package="nplm_tf")
+class NPLMModel(keras.Model):
+    """The functional model of equation (1), trained by its `objective` (`network.objectives`).
+
+    The full softmax and the short list train with Keras's own step on the model's logits; a sampled objective
+    never computes the full logits, so its step is its own (the same loss bookkeeping as Keras's). Without an
+    objective (a model loaded for scoring) it is an ordinary functional model.
+
+    A short-list model also carries its `tail` (`network.shortlist.ShortListTail`, set by `attach_tail`): the
+    n-gram that completes its probabilities over the whole vocabulary. It is not a Keras or checkpoint
+    dependency: the model directory keeps the n-gram in its own files.
+    """
+
+    objective = None
+    tail = None
+
+    def train_step(self, data):
+        if self.objective is None or not self.objective.custom_step:
+            return super().train_step(data)
+        context, target = data
+        with tf.GradientTape() as tape:
+            nll, regularization = self.objective.losses(self, context, target)
+            loss = tf.reduce_mean(nll) + regularization
+            # Replicas' gradients are summed: each contributes its share of the global mean.
+            scaled = loss / tf.distribute.get_replica_context().num_replicas_in_sync
+        gradients = tape.gradient(scaled, self.trainable_weights)
+        self.optimizer.apply_gradients(zip(gradients, self.trainable_weights))
+        self._loss_tracker.update_state(loss, sample_weight=tf.shape(target)[0])
+        return {"loss": self._loss_tracker.result()}
+
+
+def attach_tail(model: keras.Model, tail) -> keras.Model:
+    """Gives a short-list model the n-gram tail its exact probabilities need (untracked by Keras and TF)."""
+    object.__setattr__(model, "tail", tail)
+    return model
+
+
 def build_model(config: Config, vocab_size: int) -> keras.Model:
-    """context ids (batch, n-1) -> logits (batch, |V|)."""
+    """context ids (batch, n-1) -> logits (batch, |V|) (a short list's: (batch, N [+ 1]))."""
     context = keras.Input(shape=(config.context_size,), dtype="int32", name="context")
     logits = NPLMLayer(
         vocab_size=vocab_size,
@@ -66,18 +103,24 @@ def build_model(config: Config, vocab_size: int) -> keras.Model:
         weight_decay=config.weight_decay,
         dropout=config.dropout,
         seed=config.seed,
+        output_size=config.output_size,
+        output_rows=config.loss != "softmax",
         dtype=config.precision,
         name="nplm",
     )(context)
-    return keras.Model(context, logits, name="nplm")
+    return NPLMModel(context, logits, name="nplm")
 
 
-def compile_model(model: keras.Model, config: Config, steps_per_execution: int = 1) -> keras.Model:
+def compile_model(model: keras.Model, config: Config, steps_per_execution: int = 1, objective=None) -> keras.Model:
+    """Compiles for training `objective` (default: the full softmax)."""
+    from nplm_tf.network import objectives
+
+    model.objective = objective or objectives.Softmax()
     # No compiled metrics: a training-time metric would compute the softmax a
     # second time each step; validation perplexity is computed exactly per epoch.
     model.compile(
         optimizer=make_optimizer(config),
-        loss=NegativeLogLikelihood(),
+        loss=model.objective.keras_loss(),
         steps_per_execution=steps_per_execution,
         jit_compile=config.jit_compile,
     )

@@ -29,9 +29,18 @@ class Score:
 
 
 def nll_function(model: keras.Model) -> Callable:
+    """-ln P(target | context) of a batch of windows (context most recent first), exactly normalized over |V|.
+
+    A short-list model's probabilities take its tail n-gram into account (`network.shortlist`).
+    """
+    tail = getattr(model, "tail", None)
+
     @tf.function
     def batch_nll(context, target):
-        return model_lib.token_nll(target, model(context, training=False))  # (batch,)
+        logits = model(context, training=False)
+        if tail is None:
+            return model_lib.token_nll(target, logits)  # (batch,)
+        return -tail.log_prob(logits, tf.reverse(context, axis=[1]), target)  # the n-gram reads oldest first
 
     return batch_nll
 
@@ -65,3 +74,18 @@ def token_probabilities(model: keras.Model, dataset: tf.data.Dataset) -> np.ndar
     parts: list[np.ndarray] = []
     score(model, dataset, on_batch=lambda targets, nll: parts.append(nll))
     return np.exp(-np.concatenate(parts)) if parts else np.zeros(0)
+
+
+def log_normalizer(model: keras.Model, dataset: tf.data.Dataset) -> dict[str, float]:
+    """Mean and standard deviation of ln Z(context) = ln Σ_w exp(y_w) over `dataset`'s windows.
+
+    A self-normalized model (the aim of NCE) has ln Z near 0 for every context, so its raw scores can stand in
+    for log-probabilities; evaluation here never relies on that and always normalizes.
+    """
+
+    @tf.function
+    def batch_log_z(context):
+        return tf.cast(tf.reduce_logsumexp(model(context, training=False), axis=1), tf.float64)
+
+    values = np.concatenate([batch_log_z(context).numpy() for context, _ in dataset])
+    return {"mean": float(values.mean()), "std": float(values.std())}

@@ -24,9 +24,8 @@ import tensorflow as tf
 
 from nplm_tf import run_dir
 from nplm_tf.baselines import build as ngram_lib
-from nplm_tf.baselines import network_mixture
+from nplm_tf.baselines import network_mixture, ngram_graph
 from nplm_tf.config import ConfigError
-from nplm_tf.serving import ngram_tables
 from nplm_tf.serving import server as server_lib
 from pipelines import files
 from pipelines import vocabulary as vocab_lib
@@ -44,7 +43,7 @@ def _scalar(name, dtype):
 
 
 def load_mixture(model_dir: str, vocab: vocab_lib.Vocabulary, order: int):
-    """The mixture fitted by `evaluate --ngram_dir` as a `ngram_tables.ServingNgram`, or None when there is none."""
+    """The mixture fitted by `evaluate --ngram_dir` as a `ngram_graph.ServingNgram`, or None when there is none."""
     saved = run_dir.RunDir(model_dir).read_mixture()
     if saved is None:
         return None, None
@@ -61,7 +60,7 @@ def load_mixture(model_dir: str, vocab: vocab_lib.Vocabulary, order: int):
             f"the n-gram model in {ngram_dir} has order {model.order}, above the network's n = {order}; "
             f"the served context holds only n - 1 words."
         )
-    return ngram_tables.serving_model(model, saved["context_frequency"]), saved
+    return ngram_graph.serving_model(model, saved["context_frequency"]), saved
 
 
 def next_version(export_dir: str) -> int:

@@ -29,8 +29,12 @@ class Server(tf.Module):
       vocab_path: the vocabulary file (`vocab.tsv`, line i = word of id i). The
         lookup tables are initialized from it, so a SavedModel holds it once,
         as an asset, and TensorFlow Serving rebuilds the tables from it.
-      ngram: optional `ngram_tables.ServingNgram`; when given, every
+      ngram: optional `ngram_graph.ServingNgram`; when given, every
         probability is the mixture λ(h)·P_nn + (1 - λ(h))·P_ngram.
+
+    A short-list model's `tail` (`network.shortlist.ShortListTail`) comes
+    with it: P_nn is then the list's network and the tail's n-gram together,
+    exactly normalized over |V|.
     """
 
     def __init__(self, model: keras.Model, vocab: vocab_lib.Vocabulary, vocab_path: str, ngram=None):
@@ -40,9 +44,11 @@ class Server(tf.Module):
         # The weights as the layer uses them: cast once here, not on every
         # request (casting U per call would cost more than a one-row forward pass).
         held = lambda w, dtype: tf.Variable(tf.cast(w, dtype), trainable=False)  # noqa: E731
+        # Output weights stored as rows (sampled training) are transposed once here: the same matmul as any model.
+        output = lambda w: tf.transpose(w) if w is not None and layer.output_rows else w  # noqa: E731
         self.C, self.H, self.d, self.U, self.W = (
             held(w, self.compute_dtype) if w is not None else None
-            for w in (layer.C, layer.H, layer.d, layer.U, layer.W)
+            for w in (layer.C, layer.H, layer.d, output(layer.U), output(layer.W))
         )
         self.b = held(layer.b, tf.float32)
         line = tf.lookup.TextFileIndex.LINE_NUMBER
@@ -59,6 +65,7 @@ class Server(tf.Module):
             default_value=vocab_lib.UNK,
         )
         self.ngram = ngram
+        self.tail = getattr(model, "tail", None)
         self.vocab_size = vocab.size
         self.context_size = layer.context_size  # n - 1
         self.bos_id, self.eos_id, self.unk_id = vocab.bos_id, vocab.eos_id, vocab.unk_id
@@ -103,7 +110,7 @@ class Server(tf.Module):
     # --------------------------------------------------------- probabilities --
 
     def network_logits(self, context: tf.Tensor) -> tf.Tensor:
-        """(B, n-1) oldest first -> (B, |V|) float32 y = b + W·x + U·tanh(d + H·x), as `NPLMLayer.call` computes it."""
+        """(B, n-1) oldest first -> (B, outputs) float32 y = b + W·x + U·tanh(d + H·x), as `NPLMLayer.call` does."""
         recent_first = tf.reverse(context, axis=[1])
         x = tf.reshape(tf.gather(self.C, recent_first), [-1, self.context_size * int(self.C.shape[1])])  # (B, (n-1)m)
         y = None
@@ -115,7 +122,10 @@ class Server(tf.Module):
 
     def distribution(self, context: tf.Tensor) -> tf.Tensor:
         """(B, n-1) oldest first -> (B, |V|) float64 P(· | context), the mixture's when there is one."""
-        p_nn = tf.cast(tf.nn.softmax(self.network_logits(context)), tf.float64)
+        if self.tail is None:
+            p_nn = tf.cast(tf.nn.softmax(self.network_logits(context)), tf.float64)
+        else:
+            p_nn = self.tail.distribution(self.network_logits(context), context)
         if self.ngram is None:
             return p_nn
         lam = self.ngram.mixture_weight(context)[:, None]
@@ -133,15 +143,16 @@ class Server(tf.Module):
         tgt = tf.reshape(tf.pad(target, [[0, pad]]), [chunks, size])
 
         def chunk_log_probs(args):
-            logits = self.network_logits(args[0])  # (chunk, |V|)
-            return tf.gather(tf.nn.log_softmax(logits), args[1], batch_dims=1)  # (chunk,)
+            logits = self.network_logits(args[0])  # (chunk, outputs)
+            if self.tail is not None:
+                return self.tail.log_prob(logits, args[0], args[1])  # (chunk,) float64
+            return tf.cast(tf.gather(tf.nn.log_softmax(logits), args[1], batch_dims=1), tf.float64)  # (chunk,)
 
         ln_nn = tf.cond(  # an empty batch has no chunk, and map_fn cannot stack zero chunks of unknown size
             total > 0,
-            lambda: tf.reshape(tf.map_fn(chunk_log_probs, (ctx, tgt), fn_output_signature=tf.float32), [-1])[:total],
-            lambda: tf.zeros([0], tf.float32),
+            lambda: tf.reshape(tf.map_fn(chunk_log_probs, (ctx, tgt), fn_output_signature=tf.float64), [-1])[:total],
+            lambda: tf.zeros([0], tf.float64),
         )
-        ln_nn = tf.cast(ln_nn, tf.float64)
         if self.ngram is None:
             return ln_nn
         lam = self.ngram.mixture_weight(context)
@@ -152,7 +163,7 @@ class Server(tf.Module):
     def next_word(self, text: tf.Tensor, k: tf.Tensor) -> dict[str, tf.Tensor]:
         k = tf.clip_by_value(tf.cast(k, tf.int32), 0, self.vocab_size)
         context = self.last_context(self.token_ids(text))
-        if self.ngram is None:  # softmax is monotone: rank the logits, normalize only the k kept
+        if self.ngram is None and self.tail is None:  # softmax is monotone: rank the logits, normalize the k kept
             logits = self.network_logits(context)
             top = tf.math.top_k(logits, k=k)
             probs = tf.exp(top.values - tf.reduce_logsumexp(logits, axis=1, keepdims=True))

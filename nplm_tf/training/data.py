@@ -51,14 +51,14 @@ def eval_dataset(split: corpus_lib.Split, vocab: vocab_lib.Vocabulary, config: C
 
 
 def prepare_data(config: Config, corpus: corpus_lib.Corpus, model_dir: str | None = None) -> Data:
-    """Checks every split, builds (or reloads) the vocabulary and counts tokens."""
+    """Checks every split, builds (or reloads) the vocabulary, checks the settings that depend on |V|, and
+    counts tokens. A run's vocabulary is reloaded only once its config.json exists (its setup finished)."""
     for name in corpus_lib.SPLITS:
         corpus_lib.check_split(corpus[name], config.order)
     run = RunDir(model_dir) if model_dir else None
-    if run and run.has_vocab():
-        vocab = run.load_vocab()
-    else:
-        vocab = vocab_lib.build(corpus["train"], config.min_count)
-        if run:
-            run.save_vocab(vocab)
+    reload = run is not None and run.has_config() and run.has_vocab()
+    vocab = run.load_vocab() if reload else vocab_lib.build(corpus["train"], config.min_count)
+    config.check_vocab_size(vocab.size)
+    if run and not reload:
+        run.save_vocab(vocab)
     return Data(vocab, {name: split_tokens(corpus[name]) for name in corpus_lib.SPLITS})

@@ -16,11 +16,12 @@ import tensorflow as tf
 
 from nplm_tf.config import Config, ConfigError
 from nplm_tf.network import model as model_lib
-from nplm_tf.network import scoring
+from nplm_tf.network import objectives, scoring
 from nplm_tf.run_dir import RunDir
 from nplm_tf.serving import saved_model
 from nplm_tf.training import backup
 from nplm_tf.training import callbacks as callbacks_lib
+from nplm_tf.training import tail as tail_lib
 from nplm_tf.training.data import Data, prepare_data
 from pipelines import corpus as corpus_lib
 from pipelines import files
@@ -33,7 +34,8 @@ STEPS_PER_EXECUTION = 32
 
 
 def check_model_dir(config: Config, model_dir: str) -> None:
-    """Refuses a directory that holds a model of another configuration."""
+    """Refuses a directory that holds a model of another configuration (config.json is written once the data
+    is checked, by `prepare_data`'s caller)."""
     if os.path.exists(model_dir) and not os.path.isdir(model_dir):
         raise ConfigError(f"--model_dir={model_dir} is a file, not a directory.")
     run = RunDir(model_dir)
@@ -49,20 +51,29 @@ def check_model_dir(config: Config, model_dir: str) -> None:
     os.makedirs(model_dir, exist_ok=True)
     for stale in files.remove_stale_temporaries(model_dir):  # left by a kill -9 mid-write
         print(f"removed {stale}, a file an interrupted write left behind", flush=True)
-    run.write_config(config)
 
 
-def build_compiled_model(config: Config, vocab_size: int, strategy: tf.distribute.Strategy) -> keras.Model:
+def build_compiled_model(config: Config, vocab: vocab_lib.Vocabulary, strategy: tf.distribute.Strategy) -> keras.Model:
     with strategy.scope():
-        model = model_lib.build_model(config, vocab_size)
+        model = model_lib.build_model(config, vocab.size)
         steps = STEPS_PER_EXECUTION if strategy.num_replicas_in_sync == 1 else 1
-        model_lib.compile_model(model, config, steps_per_execution=steps)
+        objective = objectives.make_objective(config, vocab.counts)
+        model_lib.compile_model(model, config, steps_per_execution=steps, objective=objective)
     return model
 
 
-def init_output_bias(model: keras.Model, vocab: vocab_lib.Vocabulary) -> None:
-    """b = ln of the train unigram frequencies: training starts from the unigram model."""
+def init_output_bias(model: keras.Model, vocab: vocab_lib.Vocabulary, config: Config | None = None) -> None:
+    """b = ln of the train unigram frequencies of the outputs: training starts from the unigram model.
+
+    A short list's outputs are its N words and, with the class tail, the tail's total; with the back-off
+    tail the list's frequencies are normalized over the list.
+    """
     counts = np.asarray(vocab.counts, np.float64) + 1.0  # add-one: <unk> may count 0
+    shortlist = config.shortlist if config is not None else 0
+    if shortlist and config.tail == "class":
+        counts = np.append(counts[:shortlist], counts[shortlist:].sum())
+    elif shortlist:
+        counts = counts[:shortlist]
     model.get_layer("nplm").b.assign(np.log(counts / counts.sum()).astype(np.float32))
 
 
@@ -75,6 +86,7 @@ def train_and_evaluate(
     extra_callbacks: list[keras.callbacks.Callback] = (),
     model: keras.Model | None = None,
     export: bool = True,
+    tail_ngram_dir: str | None = None,
 ) -> dict:
     """Trains (or resumes), restores the best weights and writes metrics.json.
 
@@ -86,12 +98,15 @@ def train_and_evaluate(
       model: a compiled model for this config, built in `strategy`'s scope
         (keras-tuner builds its own); by default one is built here.
       export: also write the SavedModel (model_dir/export/<version>).
+      tail_ngram_dir: with a short list, the Kneser-Ney model of its tail (default: built on train).
     """
     check_model_dir(config, model_dir)
     finished = finished_metrics(config, model_dir)
     if finished is not None:
         return finished
     data = prepare_data(config, corpus, model_dir)
+    RunDir(model_dir).write_config(config)
+    tail = tail_lib.prepare_tail(config, data.vocab, corpus, model_dir, tail_ngram_dir)
     strategy = strategy or tf.distribute.get_strategy()
     keras.utils.set_random_seed(config.seed)
 
@@ -100,8 +115,9 @@ def train_and_evaluate(
     train_ds = data.train_dataset(corpus, config, epoch)
     valid_ds = data.dataset(corpus, "valid", config)
     if model is None:
-        model = build_compiled_model(config, data.vocab.size, strategy)
-    init_output_bias(model, data.vocab)  # a resume restores the trained b over this
+        model = build_compiled_model(config, data.vocab, strategy)
+    model_lib.attach_tail(model, tail)
+    init_output_bias(model, data.vocab, config)  # a resume restores the trained b over this
     print(
         f"training {model.count_params():,} parameters on {strategy.num_replicas_in_sync} replica(s); "
         f"{data.tokens['train']:,} train tokens, |V| = {data.vocab.size:,}",
@@ -176,7 +192,7 @@ def evaluate_all(model: keras.Model, data: Data, corpus: corpus_lib.Corpus, conf
         name: scoring.score(model, data.dataset(corpus, name, config), data.vocab.unk_id, batch_nll=batch_nll)
         for name in ("valid", "test")
     }
-    return {
+    metrics = {
         "corpus": corpus.name,
         "vocab_size": data.vocab.size,
         "tokens": dict(data.tokens),
@@ -185,3 +201,6 @@ def evaluate_all(model: keras.Model, data: Data, corpus: corpus_lib.Corpus, conf
         "oov_rate": {name: s.oov_rate for name, s in scores.items()},
         "config": config.to_dict(),
     }
+    if config.loss != "softmax":  # how far a sampled objective left the model from normalizing itself
+        metrics["valid_log_normalizer"] = scoring.log_normalizer(model, data.dataset(corpus, "valid", config))
+    return metrics

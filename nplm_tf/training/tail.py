@@ -1,0 +1,70 @@
+"""The n-gram a short-list model keeps for its tail: built on train, or taken from an n-gram directory."""
+
+from __future__ import annotations
+
+import os
+import shutil
+
+from nplm_tf.baselines import build as ngram_lib
+from nplm_tf.baselines import kneser_ney as kn
+from nplm_tf.baselines import network_mixture
+from nplm_tf.config import Config, ConfigError
+from nplm_tf.network.shortlist import ShortListTail
+from nplm_tf.run_dir import RunDir
+from pipelines import corpus as corpus_lib
+from pipelines import files
+from pipelines import vocabulary as vocab_lib
+
+
+def prepare_tail(
+    config: Config, vocab: vocab_lib.Vocabulary, corpus: corpus_lib.Corpus, model_dir: str, ngram_dir: str | None = None
+) -> ShortListTail | None:
+    """The tail of a short-list run (None without a short list), kept in MODEL_DIR/tail_ngram.
+
+    The first run builds modified Kneser-Ney of order `config.tail_order` on the train split with the
+    network's vocabulary, or copies the model in `ngram_dir` (same vocabulary, order K); later runs reload it.
+    """
+    if not config.shortlist:
+        return None
+    run = RunDir(model_dir)
+    tail_dir = RunDir(run.tail_ngram_dir)
+    if not os.path.isfile(tail_dir.ngram_model):
+        os.makedirs(tail_dir.path, exist_ok=True)
+        if ngram_dir:
+            network_mixture.check_same_vocabulary(vocab, ngram_dir)
+            model = ngram_lib.load(ngram_dir)
+            check_tail_model(model, config, ngram_dir)
+            files.replace_atomically(
+                tail_dir.ngram_model, lambda tmp: shutil.copyfile(RunDir(ngram_dir).ngram_model, tmp)
+            )
+        else:
+            print(f"building the tail's Kneser-Ney {config.tail_order}-gram on train", flush=True)
+            model = kn.KneserNey(ngram_lib.token_arrays(corpus["train"], vocab), config.tail_order, vocab.size)
+            ngram_lib.save(model, tail_dir.path)
+        tail_dir.save_vocab(vocab)
+    return load_tail(run, config)
+
+
+def check_tail_model(model, config: Config, where: str) -> None:
+    if not isinstance(model, kn.KneserNey):
+        raise ConfigError(
+            f"the n-gram in {where} is not Kneser-Ney; a short list's tail needs one "
+            "(nplm_tf.ngram --smoothing=kneser_ney)."
+        )
+    if model.order != config.tail_order:
+        raise ConfigError(f"the n-gram in {where} has order {model.order}, not tail_ngram_order={config.tail_order}.")
+
+
+def load_tail(run: RunDir, config: Config) -> ShortListTail | None:
+    """The tail a short-list run kept (None for a full-softmax run)."""
+    if not config.shortlist:
+        return None
+    tail_dir = run.tail_ngram_dir
+    if not os.path.isfile(RunDir(tail_dir).ngram_model):
+        raise ConfigError(
+            f"{run.path} is a short-list model without its tail n-gram ({tail_dir}); "
+            "run the training command again to rebuild it."
+        )
+    model = ngram_lib.load(tail_dir)
+    check_tail_model(model, config, tail_dir)
+    return ShortListTail(model, config.shortlist, config.tail)

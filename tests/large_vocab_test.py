@@ -1,0 +1,251 @@
+"""Large vocabularies: the short list's exactly normalized tail, sampled training, and their paths end to end."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from nplm_tf.baselines import kneser_ney as kn
+from nplm_tf.network import model as model_lib
+from nplm_tf.network import scoring
+from nplm_tf.network.shortlist import ShortListTail
+from nplm_tf.training import trainer
+from nplm_tf.training.data import eval_dataset
+from pipelines import corpus as corpus_lib
+from tests import helpers
+
+V = 30
+TINY = [
+    "--order=3",
+    "--feature_dim=8",
+    "--hidden_dim=16",
+    "--min_count=1",
+    "--batch_size=16",
+    "--learning_rate=0.01",
+    "--precision=float32",
+    "--shuffle_buffer=64",
+]
+
+
+def random_ngram(order, seed=0):
+    rng = np.random.default_rng(seed)
+    lines = [rng.integers(0, V, size=rng.integers(1, 15)).tolist() for _ in range(200)]
+    return kn.KneserNey(kn.TokenArrays.from_lines(lines, V, 0), order, V)
+
+
+def random_contexts(seed, count=40, width=4):
+    rng = np.random.default_rng(seed)
+    contexts = rng.integers(0, V + 1, size=(count, width))
+    contexts[:6, : width - 1] = V  # line starts: <s> padding
+    return tf.constant(contexts, tf.int64)
+
+
+@pytest.mark.parametrize("order", [2, 3, 4, 5])
+def test_the_recursive_list_mass_equals_the_brute_force_sum(order):
+    model = random_ngram(order)
+    contexts = random_contexts(order)
+    tail = ShortListTail(model, 12, "class")
+    brute = [model.distribution(list(c))[:12].sum() for c in contexts.numpy()]
+    np.testing.assert_allclose(tail.list_mass(contexts).numpy(), brute, rtol=0, atol=1e-12)
+
+
+def all_targets_log_probs(tail, logits, contexts):
+    """ln P(w | C) for every w of V (evaluation's path, `log_prob`), (contexts, V)."""
+    rows = tf.repeat(tf.range(tf.shape(contexts)[0]), V)
+    targets = tf.tile(tf.range(V, dtype=tf.int64), [tf.shape(contexts)[0]])
+    return tf.reshape(tail.log_prob(tf.gather(logits, rows), tf.gather(contexts, rows), targets), [-1, V]).numpy()
+
+
+@pytest.mark.parametrize("tail_kind", ["class", "backoff"])
+def test_probabilities_sum_to_one_over_the_whole_vocabulary(tail_kind):
+    tail = ShortListTail(random_ngram(4), 12, tail_kind)
+    contexts = random_contexts(1)
+    logits = tf.random.stateless_normal([40, 13 if tail_kind == "class" else 12], seed=[1, 2]) * 3
+    by_target = np.exp(all_targets_log_probs(tail, logits, contexts))
+    np.testing.assert_allclose(by_target.sum(axis=1), 1.0, atol=1e-5)
+    distribution = tail.distribution(logits, contexts).numpy()
+    np.testing.assert_allclose(distribution.sum(axis=1), 1.0, atol=1e-5)
+    np.testing.assert_allclose(distribution, by_target, rtol=1e-5)
+
+
+@pytest.mark.parametrize("tail_kind", ["class", "backoff"])
+def test_a_missing_tail_normalizer_is_caught(tail_kind, monkeypatch):
+    """The check above fails when m(C) is left out of the formulas."""
+    tail = ShortListTail(random_ngram(4), 12, tail_kind)
+    monkeypatch.setattr(tail, "list_mass", lambda context: tf.zeros([tf.shape(context)[0]], tf.float64))
+    logits = tf.random.stateless_normal([40, 13 if tail_kind == "class" else 12], seed=[1, 2]) * 3
+    sums = np.exp(all_targets_log_probs(tail, logits, random_contexts(1))).sum(axis=1)
+    assert np.abs(sums - 1).max() > 1e-3
+
+
+def tiny_corpus(tmp_path):
+    paths = helpers.tiny_corpus_files(tmp_path, train=150, valid=20, test=20)
+    return corpus_lib.files_corpus(paths["train"], paths["valid"], paths["test"]), paths
+
+
+def test_a_class_tail_listing_every_word_is_the_full_softmax(tmp_path):
+    corpus, _ = tiny_corpus(tmp_path)
+    full_config = helpers.tiny_config(epochs=1)
+    trainer.train_and_evaluate(full_config, str(tmp_path / "full"), corpus, verbose=0, export=False)
+    from nplm_tf import run_dir
+
+    _, vocab, full = run_dir.load_trained(str(tmp_path / "full"))
+    listed = model_lib.build_model(full_config.replace(shortlist=vocab.size), vocab.size)
+    source, target = full.get_layer("nplm"), listed.get_layer("nplm")
+    target.C.assign(source.C)
+    target.H.assign(source.H)
+    target.d.assign(source.d)
+    target.U.assign(np.concatenate([source.U.numpy(), np.zeros((16, 1), np.float32)], axis=1))
+    target.b.assign(np.append(source.b.numpy(), -1e30).astype(np.float32))  # the tail output never fires
+    ngram = kn.KneserNey(
+        kn.TokenArrays.from_lines(
+            [vocab.ids(line.split()) for line in corpus["train"].iter_lines()], vocab.bos_id, vocab.eos_id
+        ),
+        3,
+        vocab.size,
+    )
+    model_lib.attach_tail(listed, ShortListTail(ngram, vocab.size, "class"))
+    dataset = eval_dataset(corpus["test"], vocab, full_config)
+    expected = scoring.token_probabilities(full, dataset)
+    np.testing.assert_allclose(scoring.token_probabilities(listed, dataset), expected, rtol=1e-6)
+
+
+@pytest.mark.parametrize("loss", ["sampled_softmax", "nce"])
+def test_sampled_training_lowers_the_exact_perplexity_and_scores_as_a_full_softmax(loss, tmp_path):
+    corpus, _ = tiny_corpus(tmp_path)
+    config = helpers.tiny_config(epochs=3, loss=loss, num_sampled=6)
+    from nplm_tf.training.data import prepare_data
+
+    data = prepare_data(config, corpus)
+    untrained = model_lib.build_model(config, data.vocab.size)
+    trainer.init_output_bias(untrained, data.vocab, config)
+    before = scoring.score(untrained, eval_dataset(corpus["valid"], data.vocab, config)).perplexity
+    metrics = trainer.train_and_evaluate(config, str(tmp_path / "m"), corpus, verbose=0, export=False)
+    assert metrics["valid_perplexity"] < 0.8 * before
+    assert set(metrics["valid_log_normalizer"]) == {"mean", "std"}
+
+    from nplm_tf import run_dir
+
+    _, vocab, sampled = run_dir.load_trained(str(tmp_path / "m"))
+    full = model_lib.build_model(config.replace(loss="softmax"), vocab.size)  # U stored (h, |V|), not as rows
+    rows, columns = sampled.get_layer("nplm"), full.get_layer("nplm")
+    for name in ("C", "H", "d", "b"):
+        getattr(columns, name).assign(getattr(rows, name))
+    columns.U.assign(tf.transpose(rows.U))
+    dataset = eval_dataset(corpus["test"], vocab, config)
+    np.testing.assert_allclose(
+        scoring.token_probabilities(sampled, dataset), scoring.token_probabilities(full, dataset), rtol=1e-5
+    )
+
+
+@pytest.fixture(scope="module")
+def files_flags(tmp_path_factory):
+    paths = helpers.tiny_corpus_files(tmp_path_factory.mktemp("lv"), train=150, valid=20, test=20)
+    return [
+        "--corpus=files",
+        f"--train_files={paths['train']}",
+        f"--valid_files={paths['valid']}",
+        f"--test_files={paths['test']}",
+    ], paths
+
+
+@pytest.mark.parametrize("tail_kind", ["class", "backoff"])
+def test_a_short_list_model_resumes_exports_and_serves_evaluates_probabilities(tail_kind, files_flags, tmp_path):
+    model_dir = str(tmp_path / "m")
+    args = [
+        sys.executable,
+        "-m",
+        "nplm_tf.train",
+        f"--model_dir={model_dir}",
+        "--epochs=4",
+        "--patience=99",
+        "--shortlist=8",
+        f"--tail={tail_kind}",
+        *TINY,
+        *files_flags[0],
+    ]
+    proc = subprocess.Popen(
+        args,
+        cwd=helpers.ROOT,
+        env=dict(os.environ, NLTK_DATA=helpers.SHARED_NLTK),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    history, backed_up = os.path.join(model_dir, "history.json"), os.path.join(model_dir, "backup", "state.json")
+    deadline = time.time() + 240
+    while time.time() < deadline and proc.poll() is None and not os.path.isfile(backed_up):  # an epoch finished
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGKILL)
+    proc.communicate(timeout=60)
+    assert not os.path.exists(os.path.join(model_dir, "metrics.json"))
+    result = subprocess.run(args, cwd=helpers.ROOT, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "Epoch 1/" not in result.stdout  # resumed, not restarted
+    assert len(json.load(open(history))) == 4
+
+    per_token = str(tmp_path / "tokens.tsv")
+    evaluated = helpers.run_binary(
+        "nplm_tf.evaluate", f"--model_dir={model_dir}", f"--files={files_flags[1]['test']}", f"--per_token={per_token}"
+    )
+    assert evaluated.returncode == 0, evaluated.stderr[-3000:]
+    expected = [float(line.split("\t")[1]) for line in open(per_token, encoding="utf-8")]
+    served = tf.saved_model.load(os.path.join(model_dir, "export", "1"))
+    lines = [line.strip() for line in open(files_flags[1]["test"], encoding="utf-8") if line.strip()]
+    out = served.signatures["score"](text=tf.constant(lines))
+    np.testing.assert_allclose(out["token_log_probs"].numpy()[out["mask"].numpy()], expected, atol=1e-5)
+    top = served.signatures["next_word"](text=tf.constant(["the cat"]), k=tf.constant(1000))
+    assert top["probabilities"].numpy().sum() == pytest.approx(1.0, abs=1e-5)  # every word, the tail's too
+    vocab_words = [line.split("\t")[0] for line in open(os.path.join(model_dir, "vocab.tsv"), encoding="utf-8")]
+    assert set(top["words"].numpy()[0].astype(str)) == set(vocab_words)
+
+
+def bad_cases(root):
+    small = helpers.write_lines(str(root / "small.dict"), ["not a dictionary"])
+    return {
+        "negative": (["--shortlist=-3"], "shortlist=-3 must be >= 0"),
+        "too_long": (["--shortlist=20"], "shortlist=20 must be smaller than |V| = 20"),
+        "tail_alone": (["--tail=backoff"], "tail='backoff' needs shortlist > 0"),
+        "default_tail_alone": (["--tail=class"], "--tail needs --shortlist=N > 0"),
+        "order_alone": (["--tail_ngram_order=3"], "tail_ngram_order=3 needs shortlist > 0"),
+        "no_samples": (["--loss=nce", "--num_sampled=0"], "num_sampled=0 must be positive"),
+        "too_many_samples": (["--loss=nce", "--num_sampled=20"], "num_sampled=20 must be smaller than |V| = 20"),
+        "gcide": (
+            ["--corpus=gcide", f"--gcide_path={small}", f"--gcide_cache={root / 'c'}"],
+            "is not a dictd dictionary file",
+        ),
+    }
+
+
+@pytest.mark.parametrize(
+    "case",
+    [
+        "negative",
+        "too_long",
+        "tail_alone",
+        "default_tail_alone",
+        "order_alone",
+        "no_samples",
+        "too_many_samples",
+        "gcide",
+    ],
+)
+def test_bad_input_is_one_sentence_and_touches_nothing(case, files_flags, tmp_path):
+    flags, message = bad_cases(tmp_path)[case]
+    model_dir = tmp_path / "m"
+    model_dir.mkdir()
+    (model_dir / "keep.txt").write_text("written before")
+    result = helpers.run_binary(
+        "nplm_tf.train", f"--model_dir={model_dir}", "--epochs=1", *TINY, *files_flags[0], *flags
+    )
+    assert result.returncode != 0 and "Traceback" not in result.stderr
+    errors = helpers.error_lines(result.stderr)
+    assert len(errors) == 1 and message in errors[0], result.stderr[-2000:]
+    assert sorted(os.listdir(model_dir)) == ["keep.txt"]
+    assert (model_dir / "keep.txt").read_text() == "written before"
