@@ -1,6 +1,7 @@
 """Training throughput for MLP9 at batch 256, as benchmarks/README.md defines it.
 
     NLTK_DATA=../shared/nltk_data python -m benchmarks.throughput [--precision=float32]
+    python -m benchmarks.throughput --corpus=gcide --shortlist=4000     # or --loss=nce --num_sampled=100
 
 Prints one JSON line: predicted tokens/s after warm-up (steady state: from the
 end of each fit's first 32-step call to its last; the rate including each
@@ -15,7 +16,7 @@ import time
 
 from absl import flags
 
-from pipelines import app
+from pipelines import app, corpus_flags
 
 PRECISION = flags.DEFINE_enum("precision", "mixed_bfloat16", ["float32", "mixed_bfloat16"], "Compute dtype.")
 OPTIMIZER = flags.DEFINE_enum("optimizer", "adam", ["sgd", "adam"], "Optimizer.")
@@ -24,6 +25,11 @@ JIT = flags.DEFINE_boolean("jit_compile", False, "XLA-compile the whole training
 WARMUP = flags.DEFINE_integer("warmup_steps", 128, "Steps before timing.")
 STEPS = flags.DEFINE_integer("steps", 1024, "Timed steps.")
 REPEATS = flags.DEFINE_integer("repeats", 5, "Timed repeats; the median is reported.")
+SHORTLIST = flags.DEFINE_integer("shortlist", 0, "N > 0: a short list of the N most frequent words.")
+TAIL = flags.DEFINE_enum("tail", "class", ["class", "backoff"], "The short list's tail.")
+LOSS = flags.DEFINE_enum("loss", "softmax", ["softmax", "sampled_softmax", "nce"], "Training loss.")
+NUM_SAMPLED = flags.DEFINE_integer("num_sampled", 100, "Noise words per batch for sampled losses.")
+MIN_COUNT = flags.DEFINE_integer("min_count", 4, "Words seen fewer times in train become <unk>.")
 
 
 def matmul_gflops(repeats: int = 20) -> float:
@@ -70,25 +76,41 @@ def main(argv):
 
     from nplm_tf.config import Config, ConfigError
     from nplm_tf.network import model as model_lib
+    from nplm_tf.network import objectives
     from nplm_tf.training import trainer
     from nplm_tf.training.data import prepare_data
-    from pipelines import corpus as corpus_lib
 
     if STEPS.value <= trainer.STEPS_PER_EXECUTION:  # the clock needs two calls of the training function
         raise ConfigError(f"steps={STEPS.value} must be more than {trainer.STEPS_PER_EXECUTION}.")
     if WARMUP.value < 1 or REPEATS.value < 1:
         raise ConfigError(f"warmup_steps={WARMUP.value} and repeats={REPEATS.value} must be at least 1.")
     config = Config(
-        precision=PRECISION.value, optimizer=OPTIMIZER.value, direct=DIRECT.value, batch_size=256, jit_compile=JIT.value
+        precision=PRECISION.value,
+        optimizer=OPTIMIZER.value,
+        direct=DIRECT.value,
+        batch_size=256,
+        jit_compile=JIT.value,
+        min_count=MIN_COUNT.value,
+        shortlist=SHORTLIST.value,
+        tail=TAIL.value if SHORTLIST.value else "class",
+        loss=LOSS.value,
+        num_sampled=NUM_SAMPLED.value,
     )
-    corpus = corpus_lib.brown_corpus()
+    corpus = corpus_flags.corpus_from_flags()
     data = prepare_data(config, corpus)
     ds = data.dataset(corpus, "train", config, batch_size=config.batch_size, shuffle=True, seed=1).repeat()
     model = model_lib.build_model(config, data.vocab.size)
-    model_lib.compile_model(model, config, steps_per_execution=trainer.STEPS_PER_EXECUTION)
+    model_lib.compile_model(
+        model,
+        config,
+        steps_per_execution=trainer.STEPS_PER_EXECUTION,
+        objective=objectives.make_objective(config, data.vocab.counts),
+    )
     model.fit(ds, steps_per_epoch=WARMUP.value, epochs=1, verbose=0)
     n1m, h, v = config.context_size * config.feature_dim, config.hidden_dim, data.vocab.size
-    flops_per_token = 6 * (h * v + n1m * h + (n1m * v if config.direct else 0))
+    # The output layer's width per token: |V|, a short list's N (+ 1), or a sampled loss's targets and noise.
+    width = config.output_size or (config.num_sampled + 1 if config.loss != "softmax" else v)
+    flops_per_token = 6 * (h * width + n1m * h + (n1m * width if config.direct else 0))
     rates, wall_rates, denses, ratios = [], [], [], []
     for _ in range(REPEATS.value):
         clock = steady_clock()
@@ -116,6 +138,11 @@ def main(argv):
                     "precision": config.precision,
                     "optimizer": config.optimizer,
                     "jit_compile": config.jit_compile,
+                    "corpus": corpus.name,
+                    "shortlist": config.shortlist,
+                    "tail": config.tail,
+                    "loss": config.loss,
+                    "num_sampled": config.num_sampled if config.loss != "softmax" else None,
                 },
                 "tokens_per_second": round(tokens_per_second),
                 "tokens_per_second_runs": [round(r) for r in rates],

@@ -32,3 +32,34 @@ def test_bad_flag_values_are_one_sentence(module, flag, message):
     assert "Traceback" not in result.stderr
     errors = helpers.error_lines(result.stderr)
     assert len(errors) == 1 and message in errors[0], result.stderr[-2000:]
+
+
+def test_large_vocab_benchmark_alternates_variants_and_writes_its_table(tmp_path):
+    paths = helpers.tiny_corpus_files(tmp_path, train=150, valid=20, test=20)
+    readme = tmp_path / "README.md"
+    readme.write_text("# Benchmarks\n<!-- large_vocab table: begin -->\nold\n<!-- large_vocab table: end -->\ntail\n")
+    result = helpers.run_binary(
+        "benchmarks.large_vocab",
+        f"--output={tmp_path / 'out'}",
+        "--epochs=2",
+        "--shortlists=6",
+        "--num_sampled=5",
+        "--requests=5",
+        "--min_count=1",
+        f"--readme={readme}",
+        "--corpus=files",
+        f"--train_files={paths['train']}",
+        f"--valid_files={paths['valid']}",
+        f"--test_files={paths['test']}",
+        timeout=900,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    order = [json.loads(line)["variant"] for line in result.stdout.splitlines() if '"epoch"' in line]
+    names = ["softmax", "shortlist_6_class", "shortlist_6_backoff", "sampled_softmax_5", "nce_5"]
+    assert order == names + names  # epoch 1 of every variant, then epoch 2
+    saved = json.load(open(tmp_path / "out" / "large_vocab.json"))["results"]
+    for name in names:
+        assert [row["epoch"] for row in saved[name]["epochs"]] == [1, 2]
+        assert saved[name]["serving"]["score_tokens_per_second"] > 0
+    page = readme.read_text()
+    assert "old" not in page and "| nce_5 | 2 |" in page and page.endswith("tail\n")

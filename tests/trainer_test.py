@@ -243,3 +243,28 @@ def test_token_nll_and_its_gradient_match_tensorflows_cross_entropy():
     assert np.isfinite(nll).all() and nll[5] > 290
     np.testing.assert_allclose(nll, ref_nll, rtol=1e-5, atol=1e-5)
     np.testing.assert_allclose(grad, ref_grad, rtol=1e-5, atol=1e-6)
+
+
+def test_lazy_fused_adam_updates_only_the_rows_of_a_sparse_gradient():
+    import tensorflow as tf
+
+    from nplm_tf.network import optimizers
+
+    rng = np.random.default_rng(1)
+    start = rng.normal(size=(6, 3)).astype("float32")
+    variable = keras.Variable(start.copy())
+    optimizer = optimizers.FusedAdam(learning_rate=0.1, lazy=True)
+    optimizer.build([variable])
+    rows, grads = [4, 1, 4], rng.normal(size=(3, 3)).astype("float32")  # row 4 twice: summed, squares summed
+    optimizer.apply([tf.IndexedSlices(tf.constant(grads), tf.constant(rows), tf.constant([6, 3]))], [variable])
+    g = {1: grads[1], 4: grads[0] + grads[2]}
+    g2 = {1: grads[1] ** 2, 4: grads[0] ** 2 + grads[2] ** 2}
+    alpha = 0.1 * np.sqrt(1 - 0.999) / (1 - 0.9)
+    expected = start.copy()
+    for row in (1, 4):
+        m, v = 0.1 * g[row], 0.001 * g2[row]
+        expected[row] -= alpha * m / (np.sqrt(v) + 1e-7)
+    np.testing.assert_allclose(variable.numpy(), expected, rtol=1e-5, atol=1e-7)
+    moments = optimizer._momentums[0].numpy()
+    assert np.all(moments[[0, 2, 3, 5]] == 0) and np.all(moments[[1, 4]] != 0)
+    assert optimizers.FusedAdam.from_config(optimizer.get_config()).lazy

@@ -45,7 +45,20 @@ class FusedAdam(keras.optimizers.Adam):
     distribution strategy each replica's copy is updated the same way (inside
     `Strategy.extended.update` a mirrored variable's handle is that replica's).
     With `amsgrad`, Keras's own update runs.
+
+    With `lazy=True`, a sparse gradient (C's rows in the batch; a sampled
+    objective's output rows) updates only its rows and their moments, as
+    TensorFlow Addons' LazyAdam does: the rows the batch did not touch keep
+    their moments instead of decaying them. Every step then costs the batch's
+    rows, not |V| of them, which large vocabularies need.
     """
+
+    def __init__(self, *args, lazy=False, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.lazy = bool(lazy)
+
+    def get_config(self):
+        return {**super().get_config(), "lazy": self.lazy}
 
     def update_step(self, gradient, variable, learning_rate):
         if self.amsgrad:
@@ -55,6 +68,10 @@ class FusedAdam(keras.optimizers.Adam):
         beta_1 = tf.cast(self.beta_1, dtype)
         beta_2 = tf.cast(self.beta_2, dtype)
         alpha = tf.cast(learning_rate, dtype) * tf.sqrt(1 - tf.pow(beta_2, step)) / (1 - tf.pow(beta_1, step))
+        index = self._get_variable_index(variable)
+        if isinstance(gradient, tf.IndexedSlices) and self.lazy:
+            m, v = self._momentums[index].value, self._velocities[index].value
+            return _lazy_adam_update(variable, m, v, gradient, alpha, beta_1, beta_2, tf.cast(self.epsilon, dtype))
         if isinstance(gradient, tf.IndexedSlices):
             # As Keras does: the rows of a word seen k times in the batch add k
             # gradients, and v adds their k squares (not the square of the sum).
@@ -63,7 +80,6 @@ class FusedAdam(keras.optimizers.Adam):
             gradient = tf.math.unsorted_segment_sum(values, gradient.indices, tf.shape(variable)[0])
         else:
             gradient, squared = tf.cast(gradient, dtype), None  # squared in the same XLA pass
-        index = self._get_variable_index(variable)
         _adam_update(
             variable.handle,
             self._momentums[index].value.handle,
@@ -77,8 +93,26 @@ class FusedAdam(keras.optimizers.Adam):
         )
 
 
+def _lazy_adam_update(variable, m, v, gradient: tf.IndexedSlices, alpha, beta_1, beta_2, epsilon):
+    """Adam on the rows of a sparse gradient only (repeated rows summed, their squares summed, as Keras does)."""
+    dtype = variable.dtype
+    rows, position = tf.unique(gradient.indices)
+    values = tf.cast(gradient.values, dtype)
+    count = tf.shape(rows)[0]
+    grad = tf.math.unsorted_segment_sum(values, position, count)
+    squared = tf.math.unsorted_segment_sum(tf.square(values), position, count)
+    m_new = tf.gather(m, rows) * beta_1 + grad * (1 - beta_1)
+    v_new = tf.gather(v, rows) * beta_2 + squared * (1 - beta_2)
+    tf.raw_ops.ResourceScatterUpdate(resource=m.handle, indices=rows, updates=m_new)
+    tf.raw_ops.ResourceScatterUpdate(resource=v.handle, indices=rows, updates=v_new)
+    tf.raw_ops.ResourceScatterSub(
+        resource=variable.handle, indices=rows, updates=m_new * alpha / (tf.sqrt(v_new) + epsilon)
+    )
+
+
 def make_optimizer(config: Config) -> keras.optimizers.Optimizer:
     if config.optimizer == "sgd":
         # Plain SGD (no momentum) keeps the update of C sparse.
         return keras.optimizers.SGD(learning_rate=learning_rate(config))
-    return FusedAdam(learning_rate=learning_rate(config))
+    # Large-vocabulary modes update only the rows a batch uses (see FusedAdam's `lazy`).
+    return FusedAdam(learning_rate=learning_rate(config), lazy=bool(config.shortlist) or config.loss != "softmax")

@@ -1,0 +1,145 @@
+"""Full softmax against short lists and sampled training, on one corpus, epochs alternated between variants.
+
+    python -m benchmarks.large_vocab --corpus=gcide --output=runs/large_vocab [--epochs=2] [--variants=...]
+
+Every variant trains the paper's MLP9 shape (n=5, m=30, h=100; batch 256; the training defaults otherwise)
+in OUTPUT/<variant>/, one epoch at a time and in turn (epoch 1 of every variant, then epoch 2 of every
+variant, ...), so the host's drifting speed spreads over all of them. After each epoch it records the
+training seconds and tokens/s and the exact valid and test perplexity (of the best epoch so far; the runs
+are ordinary resumable `nplm_tf.train` directories). At the end each variant is exported and served in
+process: `score` tokens/s at batch 64 and `next_word` p50. It prints one JSON line per epoch and writes
+OUTPUT/large_vocab.json and OUTPUT/large_vocab.md, and with --readme=benchmarks/README.md puts the table
+there between its markers. A rerun continues.
+"""
+
+import json
+import os
+import time
+
+from absl import flags
+
+from pipelines import app, corpus_flags
+
+
+def variants(shortlists: list[int], num_sampled: int) -> dict[str, dict]:
+    """name -> Config changes: the full softmax, each short list in both tail modes, sampled softmax and NCE."""
+    found = {"softmax": {}}
+    for n in shortlists:
+        for tail in ("class", "backoff"):
+            found[f"shortlist_{n}_{tail}"] = {"shortlist": n, "tail": tail}
+    for loss in ("sampled_softmax", "nce"):
+        found[f"{loss}_{num_sampled}"] = {"loss": loss, "num_sampled": num_sampled}
+    return found
+
+
+OUTPUT = flags.DEFINE_string("output", None, "Directory for every variant's run and the results.", required=True)
+EPOCHS = flags.DEFINE_integer("epochs", 2, "Epochs per variant.")
+SHORTLISTS = flags.DEFINE_list("shortlists", ["2000", "4000", "8000"], "Short-list sizes N to compare.")
+NUM_SAMPLED = flags.DEFINE_integer("num_sampled", 100, "Noise words per batch of the sampled variants.")
+NAMES = flags.DEFINE_list("variants", None, "Run only these variants (default: all; names as printed).")
+MIN_COUNT = flags.DEFINE_integer("min_count", 4, "Words seen fewer times in train become <unk>.")
+SERVE = flags.DEFINE_boolean("serve", True, "Also export each variant and measure score and next_word.")
+REQUESTS = flags.DEFINE_integer("requests", 500, "Timed next_word requests per variant.")
+README = flags.DEFINE_string(
+    "readme", None, "Also put the table into this file (benchmarks/README.md), between its large_vocab markers."
+)
+BEGIN, END = "<!-- large_vocab table: begin -->", "<!-- large_vocab table: end -->"
+
+
+def put_table(path: str, text: str) -> None:
+    from pipelines import files
+    from pipelines.errors import UserError
+
+    with open(path, encoding="utf-8") as f:
+        page = f.read()
+    if BEGIN not in page or END not in page:
+        raise UserError(f"{path} has no '{BEGIN}' ... '{END}' block to put the table in.")
+    head, rest = page.split(BEGIN, 1)
+    files.write_text(path, head + BEGIN + "\n" + text + rest[rest.index(END) :])
+
+
+def epoch_row(metrics: dict) -> dict:
+    last = metrics["epochs"][-1]
+    return {
+        "epoch": last["epoch"],
+        "seconds": round(last["seconds"], 1),
+        "tokens_per_second": round(last["tokens_per_second"]),
+        "valid_perplexity": round(last["valid_perplexity"], 2),
+        "best_epoch": metrics["best_epoch"],
+        "test_perplexity": round(metrics["test_perplexity"], 2),
+    }
+
+
+def table(results: dict, corpus_name: str, vocab_size: int) -> str:
+    lines = [
+        f"Corpus {corpus_name}, |V| = {vocab_size:,}; MLP9 shape, batch 256. Per epoch: training seconds, "
+        "tokens/s, exact valid perplexity, and exact test perplexity of the best epoch so far.",
+        "",
+        "| variant | epoch | seconds | tokens/s | valid ppl | test ppl | score tokens/s (batch 64) | next_word p50 |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for name, result in results.items():
+        served = result.get("serving") or {}
+        for i, row in enumerate(result["epochs"]):
+            last = i == len(result["epochs"]) - 1
+            score = f"{served['score_tokens_per_second']:,}" if last and served else ""
+            p50 = f"{served['next_word_ms']['p50']:.2f} ms" if last and served else ""
+            lines.append(
+                f"| {name} | {row['epoch']} | {row['seconds']:.0f} | {row['tokens_per_second']:,} | "
+                f"{row['valid_perplexity']:.2f} | {row['test_perplexity']:.2f} | {score} | {p50} |"
+            )
+    return "\n".join(lines) + "\n"
+
+
+def main(argv):
+    from benchmarks import serving_lib
+    from nplm_tf.config import Config, ConfigError
+    from nplm_tf.run_dir import RunDir
+    from nplm_tf.serving import saved_model
+    from nplm_tf.training import trainer
+    from pipelines import corpus as corpus_lib
+    from pipelines import files
+
+    try:
+        every = variants([int(n) for n in SHORTLISTS.value], NUM_SAMPLED.value)
+    except ValueError:
+        raise ConfigError(f"shortlists={SHORTLISTS.value} must be integers.") from None
+    names = NAMES.value or list(every)
+    unknown = sorted(set(names) - set(every))
+    if unknown:
+        raise ConfigError(f"unknown variants {unknown}; choose from {list(every)}.")
+    if EPOCHS.value < 1:
+        raise ConfigError(f"epochs={EPOCHS.value} must be at least 1.")
+    corpus = corpus_flags.corpus_from_flags()
+    base = Config(min_count=MIN_COUNT.value, patience=EPOCHS.value + 1)
+    results = {name: {"config": every[name], "epochs": []} for name in names}
+    vocab_size = None
+    for epoch in range(1, EPOCHS.value + 1):
+        for name in names:
+            config = base.replace(epochs=epoch, **every[name])
+            start = time.perf_counter()
+            metrics = trainer.train_and_evaluate(config, os.path.join(OUTPUT.value, name), corpus, export=False)
+            vocab_size = metrics["vocab_size"]
+            row = epoch_row(metrics)
+            row["call_seconds"] = round(time.perf_counter() - start, 1)
+            results[name]["epochs"].append(row)
+            if "valid_log_normalizer" in metrics:
+                results[name]["valid_log_normalizer"] = metrics["valid_log_normalizer"]
+            print(json.dumps({"variant": name, **row}), flush=True)
+    if SERVE.value:
+        words = [w for line in corpus["test"].iter_lines() for w in corpus_lib.tokenize(line)]
+        for name in names:
+            run = RunDir(os.path.join(OUTPUT.value, name))
+            versions = sorted(int(v) for v in os.listdir(run.export_dir)) if os.path.isdir(run.export_dir) else []
+            export = os.path.join(run.export_dir, str(versions[-1])) if versions else saved_model.export(run.path)
+            results[name]["serving"] = serving_lib.measure(export, words, REQUESTS.value)
+            print(json.dumps({"variant": name, **results[name]["serving"]}), flush=True)
+    files.write_json(os.path.join(OUTPUT.value, "large_vocab.json"), {"corpus": corpus.name, "results": results})
+    text = table(results, corpus.name, vocab_size)
+    files.write_text(os.path.join(OUTPUT.value, "large_vocab.md"), text)
+    if README.value:
+        put_table(README.value, text)
+
+
+if __name__ == "__main__":
+    app.run(main)
