@@ -1,6 +1,6 @@
 """Exact perplexity of a trained model on a corpus split or on files.
 
-    python -m nplm_tf.evaluate --model_dir=DIR                  # Brown test split
+    python -m nplm_tf.evaluate --model_dir=DIR                  # the test split of its own corpus
     python -m nplm_tf.evaluate --model_dir=DIR --files='x/*.txt' --per_token=out.tsv
 
 Prints one JSON line: perplexity, tokens, oov_rate. --per_token writes one line
@@ -16,7 +16,12 @@ from absl import flags
 from pipelines import app, corpus_flags
 
 MODEL_DIR = flags.DEFINE_string("model_dir", None, "A directory written by nplm_tf.train.", required=True)
-SPLIT = flags.DEFINE_enum("split", "test", ["train", "valid", "test"], "Which split of --corpus to score.")
+SPLIT = flags.DEFINE_enum(
+    "split",
+    "test",
+    ["train", "valid", "test"],
+    "Which split to score, of the corpus the model was trained on (or of the corpus flags given).",
+)
 FILES = flags.DEFINE_string("files", None, "Score these UTF-8 files (glob(s), comma-separated) instead of --corpus.")
 NGRAM_DIR = flags.DEFINE_string(
     "ngram_dir", None, "An nplm_tf.ngram output: also report the network mixed with it (weights fitted on valid)."
@@ -37,7 +42,7 @@ def main(argv):
     if FILES.value:
         split = corpus_lib.file_split(FILES.value)
     else:
-        split = corpus_flags.corpus_from_flags()[SPLIT.value]
+        split = corpus_flags.corpus_from_flags(run_dir.RunDir(MODEL_DIR.value).read_corpus())[SPLIT.value]
     corpus_lib.check_split(split, order=1)
 
     nll_parts = []  # kept for the mixture, so the split is scored once
@@ -68,12 +73,13 @@ def main(argv):
 
 
 def mix_with_ngram(config, vocab, model, split, eval_probs):
+    from nplm_tf import run_dir
     from nplm_tf.baselines import network_mixture
     from nplm_tf.network import scoring
     from nplm_tf.training.data import eval_dataset
 
-    # The weights are always fitted on the corpus's valid split, then scored on `split`.
-    valid = corpus_flags.corpus_from_flags()["valid"]
+    # The weights are always fitted on the valid split of the model's own corpus (or of the corpus flags given).
+    valid = corpus_flags.corpus_from_flags(run_dir.RunDir(MODEL_DIR.value).read_corpus())["valid"]
     probs = {"valid": scoring.token_probabilities(model, eval_dataset(valid, vocab, config)), "eval": eval_probs}
     return network_mixture.fit_and_score(
         probs, {"valid": valid, "eval": split}, vocab, NGRAM_DIR.value, MODEL_DIR.value, "eval"

@@ -11,6 +11,7 @@ A training run (`nplm_tf.train`) writes
     logs/             TensorBoard logs
     model.keras       the best model in Keras's format
     export/<version>/ the SavedModel
+    corpus.json       the corpus flags it was trained with (evaluate and query read the same corpus)
     mixture.json      after `evaluate --ngram_dir`: the fitted mixture weights
     tail_ngram/       with --shortlist: the Kneser-Ney model of the tail (an n-gram directory)
     metrics.json      written last: the run's results
@@ -42,6 +43,7 @@ METRICS = "metrics.json"
 NGRAM_MODEL = "ngram.npz"
 ARPA = "model.arpa"
 TAIL_NGRAM = "tail_ngram"
+CORPUS = "corpus.json"
 
 
 class RunDir:
@@ -117,6 +119,13 @@ class RunDir:
 
     def write_metrics(self, metrics: dict) -> None:
         files.write_json(self.file(METRICS), metrics)
+
+    def read_corpus(self) -> dict | None:
+        """The corpus flags of the run (None for a run from before they were kept)."""
+        return files.read_json(self.file(CORPUS)) if os.path.isfile(self.file(CORPUS)) else None
+
+    def write_corpus(self, spec: dict) -> None:
+        files.write_json(self.file(CORPUS), spec)
 
     def read_mixture(self) -> dict | None:
         return files.read_json(self.file(MIXTURE)) if os.path.isfile(self.file(MIXTURE)) else None

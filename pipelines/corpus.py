@@ -57,6 +57,7 @@ class Split:
 class Corpus:
     name: str
     splits: dict[str, Split]
+    spec: dict | None = None  # how to read it again: the corpus flags that made it (`corpus_flags`)
 
     def __getitem__(self, split: str) -> Split:
         return self.splits[split]

@@ -1,5 +1,8 @@
 """The corpus flags every binary shares: --corpus=brown|files|gcide and their paths."""
 
+import dataclasses
+import os
+
 from absl import flags
 
 from pipelines import corpus as corpus_lib
@@ -28,12 +31,39 @@ GCIDE_CACHE = flags.DEFINE_string(
 )
 
 
-def corpus_from_flags() -> corpus_lib.Corpus:
-    if CORPUS.value == "brown":
-        return corpus_lib.brown_corpus()
-    if CORPUS.value == "gcide":
-        return gcide.gcide_corpus(GCIDE_PATH.value, GCIDE_CACHE.value)
-    missing = [f"--{f.name}" for f in (TRAIN_FILES, VALID_FILES, TEST_FILES) if not f.value]
-    if missing:
-        raise corpus_lib.CorpusError(f"--corpus=files needs {', '.join(missing)}.")
-    return corpus_lib.files_corpus(TRAIN_FILES.value, VALID_FILES.value, TEST_FILES.value)
+FLAGS = (CORPUS, TRAIN_FILES, VALID_FILES, TEST_FILES, GCIDE_PATH, GCIDE_CACHE)
+_PATHS = {"train_files", "valid_files", "test_files", "gcide_path", "gcide_cache"}
+
+
+def corpus_from_flags(remembered: dict | None = None) -> corpus_lib.Corpus:
+    """The corpus the flags name; `remembered` (a model directory's corpus.json) fills in the flags not given."""
+    spec = dict(remembered or {})
+    for flag in FLAGS:
+        if flag.present or flag.name not in spec:
+            spec[flag.name] = flag.value
+    return corpus_from_spec(spec)
+
+
+def corpus_from_spec(spec: dict) -> corpus_lib.Corpus:
+    """A corpus from corpus flag values ({"corpus": "files", "train_files": ..., ...})."""
+    kind = spec["corpus"]
+    # Paths made absolute, so a model directory's corpus.json reads the same files from any directory.
+    saved = {"corpus": kind}
+    if kind == "brown":
+        corpus = corpus_lib.brown_corpus()
+    elif kind == "gcide":
+        saved.update({k: _absolute(spec[k]) for k in ("gcide_path", "gcide_cache")})
+        corpus = gcide.gcide_corpus(spec["gcide_path"], spec["gcide_cache"])
+    elif kind == "files":
+        missing = [f"--{name}" for name in ("train_files", "valid_files", "test_files") if not spec.get(name)]
+        if missing:
+            raise corpus_lib.CorpusError(f"--corpus=files needs {', '.join(missing)}.")
+        saved.update({k: _absolute(spec[k]) for k in ("train_files", "valid_files", "test_files")})
+        corpus = corpus_lib.files_corpus(spec["train_files"], spec["valid_files"], spec["test_files"])
+    else:
+        raise corpus_lib.CorpusError(f"corpus={kind!r} must be one of brown, files, gcide.")
+    return dataclasses.replace(corpus, spec=saved)
+
+
+def _absolute(value: str) -> str:
+    return ",".join(os.path.abspath(os.path.expanduser(p.strip())) for p in value.split(",") if p.strip())

@@ -20,6 +20,7 @@ PACKAGES = ("pipelines", "nplm_tf", "tuning", "benchmarks", "tests")
 # Top-level import name -> the requirement it comes from (setup.py's names).
 REQUIREMENTS = {
     "absl": "absl-py",
+    "google": "protobuf",
     "keras": "keras",
     "keras_tuner": "keras-tuner",
     "kenlm": "kenlm",
@@ -27,6 +28,7 @@ REQUIREMENTS = {
     "numpy": "numpy",
     "pytest": "pytest",
     "tensorflow": "tensorflow",
+    "tensorboard": "tensorboard",
     "tensorflow_text": "tensorflow-text",
 }
 

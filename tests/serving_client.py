@@ -59,6 +59,7 @@ def main(path):
                         temperature=tf.constant(0.8),
                         top_k=tf.constant(3),
                         seed=tf.constant(11, tf.int64),
+                        allow_unk=tf.constant(False),
                     )
                 ),
             }
@@ -72,6 +73,7 @@ def main(path):
         temperature=tf.constant(-1.0),
         top_k=tf.constant(-2),
         seed=tf.constant(0, tf.int64),
+        allow_unk=tf.constant(True),
     )
     results["odd_generate"] = decode(tolist(odd))
     results["imported"] = sorted(

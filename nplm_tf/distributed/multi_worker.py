@@ -69,6 +69,8 @@ def train_multi_worker(
     data = prepare_data(config, corpus, model_dir if chief else None)
     if chief:
         RunDir(model_dir).write_config(config)
+        if corpus.spec:
+            RunDir(model_dir).write_corpus(corpus.spec)
         tail_lib.prepare_tail(config, data.vocab, corpus, model_dir, tail_ngram_dir)
     collectives.barrier(strategy)  # the chief has kept the tail's n-gram
     tail = tail_lib.load_tail(RunDir(model_dir), config)

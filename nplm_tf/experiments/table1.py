@@ -204,7 +204,9 @@ def plot_curves(rows: list[dict], path: str) -> None:
             steps, losses = zip(*r["loss_curve"])
             right.plot(steps, losses, color=line.get_color(), label=label)
     left.set_xlim(0.5, epochs + 0.5)
-    left.xaxis.set_major_locator(matplotlib.ticker.MaxNLocator(integer=True))
+    # Whole epochs only (MaxNLocator falls back to fractions when the range holds a single integer).
+    left.xaxis.set_major_locator(matplotlib.ticker.MultipleLocator(max(1, -(-epochs // 10))))
+    left.xaxis.set_major_formatter(matplotlib.ticker.FormatStrFormatter("%d"))
     left.set_xlabel("epoch")
     left.set_ylabel("validation perplexity")
     left.set_title("validation perplexity after each epoch")

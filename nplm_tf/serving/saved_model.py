@@ -6,7 +6,7 @@ Signatures (all take raw UTF-8 strings; see `server.Server`):
   serving_default  text [B]                      -> top-10 next words
   next_word        text [B], k []                -> top-k next words and probabilities
   score            text [B]                      -> per-token ln P, mask, lengths, sums, perplexities, OOV flags
-  generate         prompt [B], max_tokens [], temperature [], top_k [], seed [] -> continued text
+  generate         prompt [B], max_tokens [], temperature [], top_k [], seed [], allow_unk [] -> continued text
 
 When the model directory holds a fitted mixture (mixture.json, written by
 `nplm_tf.evaluate --ngram_dir`), the n-gram's tables go into the SavedModel
@@ -119,6 +119,7 @@ def export(
             _scalar("temperature", tf.float32),
             _scalar("top_k", tf.int32),
             _scalar("seed", tf.int64),
+            _scalar("allow_unk", tf.bool),
         ],
     )
 

@@ -189,8 +189,14 @@ class Server(tf.Module):
             "tokens": tf.RaggedTensor.from_row_splits(self.word(target), splits, validate=False).to_tensor(""),
         }
 
-    def generate(self, prompt, max_tokens, temperature, top_k, seed) -> dict[str, tf.Tensor]:
-        """Samples up to max_tokens words per prompt; greedy when temperature <= 0; stops at `</s>`."""
+    def generate(self, prompt, max_tokens, temperature, top_k, seed, allow_unk=False) -> dict[str, tf.Tensor]:
+        """Samples up to max_tokens words per prompt; greedy when temperature <= 0; stops at `</s>`.
+
+        Unless `allow_unk`, `<unk>` is never chosen: the other words' probabilities are renormalized.
+        """
+        exclude = tf.one_hot(self.unk_id, self.vocab_size, on_value=True, off_value=False) & ~tf.cast(
+            allow_unk, tf.bool
+        )
         steps = tf.clip_by_value(tf.cast(max_tokens, tf.int32), 0, MAX_GENERATE)
         temperature = tf.cast(temperature, tf.float64)
         top_k = tf.clip_by_value(tf.cast(top_k, tf.int32), 0, self.vocab_size)
@@ -201,6 +207,8 @@ class Server(tf.Module):
 
         def step(i, context, done, generated):
             probs = self.distribution(context)  # (B, |V|)
+            probs = tf.where(exclude[None, :], tf.constant(0.0, tf.float64), probs)
+            probs = probs / tf.reduce_sum(probs, axis=1, keepdims=True)
             greedy = tf.argmax(probs, axis=1)
             kth = tf.math.top_k(probs, k=tf.maximum(top_k, 1)).values[:, -1:]  # (B, 1)
             keep = (top_k <= 0) | (probs >= kth)

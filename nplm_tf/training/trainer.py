@@ -19,6 +19,7 @@ from nplm_tf.network import model as model_lib
 from nplm_tf.network import objectives, scoring
 from nplm_tf.run_dir import RunDir
 from nplm_tf.serving import saved_model
+from nplm_tf.tools import embeddings
 from nplm_tf.training import backup
 from nplm_tf.training import callbacks as callbacks_lib
 from nplm_tf.training import tail as tail_lib
@@ -106,6 +107,8 @@ def train_and_evaluate(
         return finished
     data = prepare_data(config, corpus, model_dir)
     RunDir(model_dir).write_config(config)
+    if corpus.spec:
+        RunDir(model_dir).write_corpus(corpus.spec)
     tail = tail_lib.prepare_tail(config, data.vocab, corpus, model_dir, tail_ngram_dir)
     strategy = strategy or tf.distribute.get_strategy()
     keras.utils.set_random_seed(config.seed)
@@ -180,6 +183,7 @@ def finish_run(
     metrics.update(extra or {})
     if write:
         files.replace_atomically(run.keras_file, model.save)
+        embeddings.write_projector(run, data.vocab, embeddings.features(model))  # TensorBoard's Projector tab
         if export:
             metrics["export"] = saved_model.export(model_dir)  # a new version each time training extends the run
         run.write_metrics(metrics)

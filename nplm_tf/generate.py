@@ -1,0 +1,55 @@
+"""Continues a prompt with the model, through the same code as the SavedModel's `generate` signature.
+
+    python -m nplm_tf.generate --model_dir=runs/mlp9 --prompt="The jury said" --num_samples=3 --seed=1
+
+Prints one continuation per line. `--temperature` ≤ 0 is greedy; `--top_k` ≤ 0 samples from every word;
+`<unk>` is never chosen unless --allow_unk (the other words' probabilities are renormalized). With the same
+prompt(s), seed and settings the text equals the signature's; a fitted mixture (mixture.json) is used as the
+export uses it, unless --nomixture.
+"""
+
+from absl import flags
+
+from pipelines import app
+
+MODEL_DIR = flags.DEFINE_string("model_dir", None, "A directory written by nplm_tf.train.", required=True)
+PROMPT = flags.DEFINE_string("prompt", "", "The text to continue (tokenized as in training).")
+MAX_TOKENS = flags.DEFINE_integer("max_tokens", 20, "Most words to add (stops earlier at </s>).")
+TEMPERATURE = flags.DEFINE_float("temperature", 1.0, "Sampling temperature; <= 0 is greedy.")
+TOP_K = flags.DEFINE_integer("top_k", 0, "Sample among the k most probable words; <= 0: all.")
+SEED = flags.DEFINE_integer("seed", 0, "Seed of the (stateless) sampling: the same seed gives the same text.")
+NUM_SAMPLES = flags.DEFINE_integer("num_samples", 1, "Continuations of the prompt (the rows of one batch).")
+ALLOW_UNK = flags.DEFINE_boolean("allow_unk", False, "Let <unk> be generated.")
+MIXTURE = flags.DEFINE_boolean("mixture", True, "Use the n-gram mixture when MODEL_DIR/mixture.json exists.")
+
+
+def main(argv):
+    import tensorflow as tf
+
+    from nplm_tf import run_dir
+    from nplm_tf.config import ConfigError
+    from nplm_tf.serving import saved_model, server
+
+    if NUM_SAMPLES.value < 1 or MAX_TOKENS.value < 0:
+        raise ConfigError(f"num_samples={NUM_SAMPLES.value} must be >= 1 and max_tokens={MAX_TOKENS.value} >= 0.")
+    config, vocab, model = run_dir.load_trained(MODEL_DIR.value)
+    ngram, _ = saved_model.load_mixture(MODEL_DIR.value, vocab, config.order) if MIXTURE.value else (None, None)
+    serving = server.Server(model, vocab, run_dir.RunDir(MODEL_DIR.value).vocab_path, ngram)
+    out = serving.generate(
+        tf.constant([PROMPT.value] * NUM_SAMPLES.value),
+        tf.constant(MAX_TOKENS.value),
+        tf.constant(TEMPERATURE.value, tf.float32),
+        tf.constant(TOP_K.value),
+        tf.constant(SEED.value, tf.int64),
+        tf.constant(ALLOW_UNK.value),
+    )
+    for text in out["text"].numpy():
+        print(text.decode("utf-8"))
+
+
+def run():
+    app.run(main)
+
+
+if __name__ == "__main__":
+    run()

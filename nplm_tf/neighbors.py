@@ -1,0 +1,57 @@
+"""The nearest words of a trained model by the cosine similarity of their feature vectors C(i).
+
+    python -m nplm_tf.neighbors --model_dir=runs/mlp9 --words=dog,Monday,said [--k=10]
+    python -m nplm_tf.neighbors --model_dir=runs/mlp9 --plot=words.png [--plot_words=300] [--projector]
+
+--plot draws the most frequent words on the first two principal components of their features;
+--projector writes the features for TensorBoard's Embedding Projector into MODEL_DIR/logs/projector
+(training writes them too): `tensorboard --logdir=MODEL_DIR/logs`, tab "Projector".
+"""
+
+import sys
+
+from absl import flags
+
+from pipelines import app
+
+MODEL_DIR = flags.DEFINE_string("model_dir", None, "A directory written by nplm_tf.train.", required=True)
+WORDS = flags.DEFINE_list("words", [], "Words whose neighbours to print (as the vocabulary spells them).")
+K = flags.DEFINE_integer("k", 10, "Neighbours per word.")
+PLOT = flags.DEFINE_string("plot", None, "Write a PNG of the most frequent words in two dimensions here.")
+PLOT_WORDS = flags.DEFINE_integer("plot_words", 300, "Words in the picture.")
+PROJECTOR = flags.DEFINE_boolean("projector", False, "Write the TensorBoard projector files into MODEL_DIR/logs.")
+
+
+def main(argv):
+    from nplm_tf import run_dir
+    from nplm_tf.config import ConfigError
+    from nplm_tf.tools import embeddings
+
+    if K.value < 1 or PLOT_WORDS.value < 2:
+        raise ConfigError(f"k={K.value} must be >= 1 and plot_words={PLOT_WORDS.value} >= 2.")
+    if not (WORDS.value or PLOT.value or PROJECTOR.value):
+        raise ConfigError("nothing to do: give --words, --plot or --projector.")
+    _, vocab, model = run_dir.load_trained(MODEL_DIR.value)
+    table = embeddings.features(model)
+    index = {w: i for i, w in enumerate(vocab.words)}
+    unknown = [w for w in WORDS.value if w not in index]
+    for word in WORDS.value:
+        if word in index:
+            pairs = embeddings.nearest(table, index[word], K.value)
+            print(f"{word}:\t" + "\t".join(f"{vocab.words[i]} {cosine:.3f}" for i, cosine in pairs), flush=True)
+    if PLOT.value:
+        embeddings.plot(table, vocab, PLOT.value, PLOT_WORDS.value)
+        print(f"wrote {PLOT.value}")
+    if PROJECTOR.value:
+        print(f"wrote {embeddings.write_projector(run_dir.RunDir(MODEL_DIR.value), vocab, table)}")
+    if unknown:
+        app.fail(f"not in the model's vocabulary: {', '.join(unknown)} (the others are answered above).")
+    sys.stdout.flush()
+
+
+def run():
+    app.run(main)
+
+
+if __name__ == "__main__":
+    run()

@@ -1,0 +1,83 @@
+"""Scores sentences from standard input the way KenLM's `query` does: each word, each line, the perplexity.
+
+    echo "The jury said it did find that" | python -m nplm_tf.query --model_dir=runs/mlp9
+    python -m nplm_tf.query --model_dir=runs/mlp9 --ngram_dir=runs/kn5 < sentences.txt     # the mixture
+
+Each line is scored as one unit (its words, then </s>) and printed as
+
+    word=id n log10P <TAB> ... </s>=0 n log10P <TAB> Total: log10P OOV: count
+
+then, after the last line, "Perplexity including OOVs", "Perplexity excluding OOVs", "OOVs" and "Tokens".
+Differences from KenLM: ids are this model's (`</s>` = 0, `<unk>` = 1); n is the number of words the
+network saw, the predicted one included (min(position + 1, order)), not a matched n-gram's length; a blank
+line prints "Total: 0 OOV: 0". --ngram_only scores with the n-gram alone, as KenLM would.
+"""
+
+from absl import flags
+
+from pipelines import app
+
+MODEL_DIR = flags.DEFINE_string("model_dir", None, "A directory written by nplm_tf.train.", required=True)
+NGRAM_DIR = flags.DEFINE_string(
+    "ngram_dir", None, "An nplm_tf.ngram directory: score with the network mixed with it (weights fitted on valid)."
+)
+NGRAM_ONLY = flags.DEFINE_boolean("ngram_only", False, "With --ngram_dir: score with the n-gram alone (λ = 0).")
+BATCH_LINES = flags.DEFINE_integer("batch_lines", 10_000, "Lines read and scored together.")
+
+
+def format_line(score, order: int) -> str:
+    fields = [
+        f"{word}={int(i)} {min(p + 1, order)} {value:.6g}"
+        for p, (word, i, value) in enumerate(zip(score.words, score.ids, score.log10))
+    ]
+    oov = int((score.ids[:-1] == 1).sum()) if len(score.ids) else 0
+    return "\t".join([*fields, f"Total: {score.total:.8g} OOV: {oov}"])
+
+
+def main(argv):
+    from nplm_tf.config import ConfigError
+    from nplm_tf.tools import lines as lines_lib
+    from nplm_tf.tools.text_input import read_lines
+
+    if NGRAM_ONLY.value and not NGRAM_DIR.value:
+        raise ConfigError("--ngram_only needs --ngram_dir.")
+    if BATCH_LINES.value < 1:
+        raise ConfigError(f"batch_lines={BATCH_LINES.value} must be at least 1.")
+    mode = "network" if not NGRAM_DIR.value else "ngram" if NGRAM_ONLY.value else "mixture"
+    scorer = lines_lib.LineScorer(MODEL_DIR.value, NGRAM_DIR.value, mode)
+    order = scorer.ngram.order if mode == "ngram" else scorer.config.order
+    total, tokens, oov_total, oov_tokens = 0.0, 0, 0.0, 0
+    batch = []
+
+    def flush():
+        nonlocal total, tokens, oov_total, oov_tokens
+        for score in scorer.score(batch):
+            print(format_line(score, order), flush=False)
+            total += score.total
+            tokens += len(score.ids)
+            unknown = score.ids == 1
+            oov_total += float(score.log10[unknown].sum())
+            oov_tokens += int(unknown.sum())
+        batch.clear()
+
+    try:
+        for line in read_lines():
+            batch.append(line)
+            if len(batch) >= BATCH_LINES.value:
+                flush()
+    finally:  # the lines read before an error are still scored and printed
+        flush()
+    known = tokens - oov_tokens
+    perplexity = lambda t, n: f"{10 ** (-t / n):.10g}" if n else "undefined (no tokens)"  # noqa: E731
+    print(f"Perplexity including OOVs:\t{perplexity(total, tokens)}")
+    print(f"Perplexity excluding OOVs:\t{perplexity(total - oov_total, known)}")
+    print(f"OOVs:\t{oov_tokens}")
+    print(f"Tokens:\t{tokens}")
+
+
+def run():
+    app.run(main)
+
+
+if __name__ == "__main__":
+    run()

@@ -1,0 +1,70 @@
+"""Rescores Moses n-best lists with the model: appends each hypothesis's log10 probability as a feature.
+
+    python -m nplm_tf.rescore --model_dir=runs/mlp9 < nbest.txt > rescored.txt
+    python -m nplm_tf.rescore --model_dir=runs/mlp9 --ngram_dir=runs/kn5 --feature_name=NPLM < nbest.txt
+
+Reads `id ||| hypothesis ||| feature scores ||| total` lines on standard input and writes them with
+`NAME= log10P` appended to the feature scores (the hypothesis scored as one line: its words, then </s>, as
+`nplm_tf.query` prints it in "Total:"). Hypotheses are scored in batches of --batch_lines. A line that is
+not in this format is reported (one sentence naming its line number) and left out; the others are written,
+and the exit status is then 1.
+"""
+
+import sys
+
+from absl import flags
+
+from pipelines import app
+
+MODEL_DIR = flags.DEFINE_string("model_dir", None, "A directory written by nplm_tf.train.", required=True)
+NGRAM_DIR = flags.DEFINE_string("ngram_dir", None, "Score with the network mixed with this nplm_tf.ngram model.")
+FEATURE_NAME = flags.DEFINE_string("feature_name", "NPLM", "Name of the appended feature.")
+BATCH_LINES = flags.DEFINE_integer("batch_lines", 10_000, "Hypotheses read and scored together.")
+
+
+def main(argv):
+    from nplm_tf.config import ConfigError
+    from nplm_tf.tools import lines as lines_lib
+    from nplm_tf.tools import nbest
+    from nplm_tf.tools.text_input import read_lines
+
+    if BATCH_LINES.value < 1:
+        raise ConfigError(f"batch_lines={BATCH_LINES.value} must be at least 1.")
+    if not FEATURE_NAME.value or any(c.isspace() for c in FEATURE_NAME.value) or "=" in FEATURE_NAME.value:
+        raise ConfigError(f"feature_name={FEATURE_NAME.value!r} must be one word without '='.")
+    scorer = lines_lib.LineScorer(MODEL_DIR.value, NGRAM_DIR.value, "mixture" if NGRAM_DIR.value else "network")
+    entries, bad = [], 0
+
+    def flush():
+        for entry, score in zip(entries, scorer.score([e.hypothesis for e in entries])):
+            sys.stdout.write(entry.with_feature(FEATURE_NAME.value, score.total) + "\n")
+        sys.stdout.flush()
+        entries.clear()
+
+    try:
+        for number, line in enumerate(read_lines(), start=1):
+            entry = nbest.parse(line)
+            if entry is None:
+                bad += 1
+                print(
+                    f"error: line {number} is not an n-best line (id ||| hypothesis ||| features ||| total); "
+                    "it is left out.",
+                    file=sys.stderr,
+                    flush=True,
+                )
+                continue
+            entries.append(entry)
+            if len(entries) >= BATCH_LINES.value:
+                flush()
+    finally:
+        flush()
+    if bad:
+        sys.exit(1)
+
+
+def run():
+    app.run(main)
+
+
+if __name__ == "__main__":
+    run()

@@ -1,0 +1,1 @@
+"""Shell tools on a trained model: KenLM-style query, n-best rescoring, generation, word neighbours."""

@@ -1,0 +1,101 @@
+"""Exact scores of many lines of text at once, by the network, its mixture with an n-gram, or the n-gram alone.
+
+Lines go through the training pipeline (`tf.strings.split`, the vocabulary, `<s>` padding, windows that
+never cross a line) in batches, so thousands of lines score in one pass; each line predicts its words
+and `</s>`. A blank line predicts nothing.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import os
+
+import numpy as np
+
+from nplm_tf import run_dir
+from nplm_tf.baselines import build as ngram_lib
+from nplm_tf.baselines import mixture as mixture_lib
+from nplm_tf.baselines import network_mixture
+from nplm_tf.network import scoring
+from nplm_tf.training.data import eval_dataset
+from pipelines import corpus as corpus_lib
+from pipelines import corpus_flags
+
+LOG10 = math.log(10)
+MODES = ("network", "mixture", "ngram")
+
+
+@dataclasses.dataclass(frozen=True)
+class LineScore:
+    words: list[str]  # the line's tokens, then </s>
+    ids: np.ndarray  # their vocabulary ids (<unk> = 1)
+    log10: np.ndarray  # log10 P of each
+
+    @property
+    def total(self) -> float:
+        return float(self.log10.sum())
+
+
+class LineScorer:
+    """Scores lines with a trained model directory, optionally mixed with (or replaced by) an n-gram.
+
+    Args:
+      model_dir: a directory written by `nplm_tf.train`.
+      ngram_dir: an `nplm_tf.ngram` directory on the same vocabulary, or None.
+      mode: "network"; "mixture" (λ per context frequency, fitted on the model's own valid split when the
+        model directory holds no fit for this n-gram, then saved, as `evaluate --ngram_dir` does); or
+        "ngram" (the n-gram alone, as KenLM's `query` scores it).
+    """
+
+    def __init__(self, model_dir: str, ngram_dir: str | None = None, mode: str = "network"):
+        self.config, self.vocab, self.model = run_dir.load_trained(model_dir)
+        self.model_dir, self.ngram_dir, self.mode = model_dir, ngram_dir, mode
+        self.ngram, self.weights = None, None
+        if mode != "network":
+            network_mixture.check_same_vocabulary(self.vocab, ngram_dir)
+            self.ngram = ngram_lib.load(ngram_dir)
+        if mode == "mixture":
+            self.weights = self._fitted_weights()
+
+    def _fitted_weights(self) -> np.ndarray:
+        saved = run_dir.RunDir(self.model_dir).read_mixture()
+        if saved and os.path.abspath(saved["ngram_dir"]) == os.path.abspath(self.ngram_dir):
+            return np.asarray(saved["context_frequency"])
+        valid = corpus_flags.corpus_from_flags(run_dir.RunDir(self.model_dir).read_corpus())["valid"]
+        probs = {name: self.network_probabilities(valid) for name in ("valid", "eval")}
+        report = network_mixture.fit_and_score(
+            probs, {"valid": valid, "eval": valid}, self.vocab, self.ngram_dir, self.model_dir, "eval"
+        )
+        return np.asarray(report["context_frequency"]["weights"])
+
+    def network_probabilities(self, split: corpus_lib.Split) -> np.ndarray:
+        return scoring.token_probabilities(self.model, eval_dataset(split, self.vocab, self.config))
+
+    def probabilities(self, split: corpus_lib.Split) -> np.ndarray:
+        """P of every predicted token of `split`, in order, by this scorer's mode."""
+        if self.mode == "network":
+            return self.network_probabilities(split)
+        arrays = ngram_lib.token_arrays(split, self.vocab)
+        p_ng = self.ngram.token_probabilities(arrays)
+        if self.mode == "ngram":
+            return p_ng
+        buckets = mixture_lib.frequency_buckets(self.ngram.context_counts(arrays), len(self.weights))
+        return mixture_lib.mix(self.network_probabilities(split), p_ng, self.weights[buckets])
+
+    def score(self, lines: list[str]) -> list[LineScore]:
+        """One `LineScore` per line (blank lines: no tokens)."""
+        tokens = [corpus_lib.tokenize(line) for line in lines]
+        kept = tuple(" ".join(t) for t in tokens if t)
+        probs = self.probabilities(corpus_lib.Split("lines", lines=kept)) if kept else np.zeros(0)
+        scores, start = [], 0
+        for words in tokens:
+            if not words:
+                scores.append(LineScore([], np.zeros(0, np.int64), np.zeros(0)))
+                continue
+            words = [*words, "</s>"]
+            end = start + len(words)
+            ids = np.array(self.vocab.ids(words[:-1]) + [self.vocab.eos_id])
+            scores.append(LineScore(words, ids, np.log10(probs[start:end])))
+            start = end
+        return scores

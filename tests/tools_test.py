@@ -1,0 +1,246 @@
+"""The shell tools on a trained model: neighbours, the projector files, query, rescore, generate."""
+
+import itertools
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from tests import helpers
+
+ANIMALS = ["horse", "bird", "cow"]
+VERBS = ["eating", "sleeping", "running", "sitting"]
+FURNITURE = ["table", "chair", "lamp", "desk"]
+ADJECTIVES = ["red", "old", "new", "green"]
+TINY = [
+    "--order=4",
+    "--feature_dim=10",
+    "--hidden_dim=24",
+    "--min_count=2",
+    "--batch_size=32",
+    "--learning_rate=0.01",
+    "--lr_decay=0",
+    "--weight_decay=0",
+    "--precision=float32",
+    "--shuffle_buffer=64",
+]
+
+
+def sentences():
+    """The generalization corpus (tests/generalization_test.py), with cat and dog sharing more than the others."""
+    out = [f"the {a} {aux} {v} ." for a, aux, v in itertools.product(["dog", *ANIMALS], ["is", "was"], VERBS)]
+    out += [f"the cat was {v} ." for v in VERBS]
+    for pet, toy in itertools.product(["cat", "dog"], ["ball", "mouse", "stick"]):
+        out += [f"the {pet} chased the {toy} .", f"my {pet} likes the {toy} .", f"a {pet} found a {toy} ."]
+    out += [f"the {t} {aux} {a} ." for t, aux, a in itertools.product(FURNITURE, ["is", "was"], ADJECTIVES)]
+    return out
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory):
+    root = tmp_path_factory.mktemp("tools")
+    rare = [f"word{k} here ." for k in range(60)]  # each word{k} seen once: <unk> at --min_count=2, after <s>
+    train = helpers.write_lines(str(root / "train.txt"), sentences() * 12 + rare)
+    valid = helpers.write_lines(str(root / "valid.txt"), sentences()[::3])
+    test = helpers.write_lines(str(root / "test.txt"), sentences()[1::4] + ["the zebra was eating ."])
+    corpus = ["--corpus=files", f"--train_files={train}", f"--valid_files={valid}", f"--test_files={test}"]
+    model_dir = str(root / "model")
+    result = helpers.run_binary(
+        "nplm_tf.train", f"--model_dir={model_dir}", "--epochs=25", "--patience=25", *TINY, *corpus
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    ngram_dir = str(root / "kn3")
+    result = helpers.run_binary("nplm_tf.ngram", "--order=3", f"--output={ngram_dir}", "--min_count=2", *corpus)
+    assert result.returncode == 0, result.stderr[-3000:]
+    return {"model": model_dir, "ngram": ngram_dir, "corpus": corpus, "test": test, "valid": valid, "root": root}
+
+
+def run_with_input(module, text, *args, env=None):
+    full_env = dict(os.environ, NLTK_DATA=helpers.SHARED_NLTK, **(env or {}))
+    data = text if isinstance(text, bytes) else text.encode("utf-8")
+    return subprocess.run(
+        [sys.executable, "-m", module, *args],
+        cwd=helpers.ROOT,
+        env=full_env,
+        input=data,
+        capture_output=True,
+        timeout=300,
+    )
+
+
+def test_the_nearest_word_of_cat_is_dog_and_random_features_fail_it(trained):
+    result = helpers.run_binary("nplm_tf.neighbors", f"--model_dir={trained['model']}", "--words=cat,table", "--k=3")
+    assert result.returncode == 0, result.stderr[-2000:]
+    lines = dict(line.split(":\t") for line in result.stdout.splitlines() if ":\t" in line)
+    assert lines["cat"].split()[0] == "dog"
+
+    from nplm_tf import run_dir
+    from nplm_tf.network import model as model_lib
+    from nplm_tf.tools import embeddings
+
+    config, vocab, _ = run_dir.load_trained(trained["model"])
+    untrained = model_lib.build_model(config, vocab.size)  # the same shapes, random features
+    index = {w: i for i, w in enumerate(vocab.words)}
+    nearest = embeddings.nearest(embeddings.features(untrained), index["cat"], 1)[0][0]
+    assert vocab.words[nearest] != "dog"
+
+
+def test_training_writes_projector_files_that_load(trained):
+    from google.protobuf import text_format
+    from tensorboard.plugins import projector
+
+    from nplm_tf import run_dir
+
+    config, vocab, model = run_dir.load_trained(trained["model"])
+    directory = os.path.join(trained["model"], "logs", "projector")
+    reader = tf.train.load_checkpoint(os.path.join(directory, "word_features.ckpt"))
+    table = reader.get_tensor("embedding/.ATTRIBUTES/VARIABLE_VALUE")
+    assert table.shape == (vocab.size, config.feature_dim)
+    np.testing.assert_allclose(table, model.get_layer("nplm").C.numpy()[: vocab.size])
+    rows = open(os.path.join(directory, "metadata.tsv"), encoding="utf-8").read().splitlines()
+    assert rows[0] == "word\tcount" and [r.split("\t")[0] for r in rows[1:]] == list(vocab.words)
+    config_pb = text_format.Parse(
+        open(os.path.join(directory, "projector_config.pbtxt")).read(), projector.ProjectorConfig()
+    )
+    assert config_pb.embeddings[0].tensor_name == "embedding/.ATTRIBUTES/VARIABLE_VALUE"
+    assert config_pb.embeddings[0].metadata_path == "metadata.tsv"
+
+
+def query(trained, text, *args):
+    result = run_with_input("nplm_tf.query", text, f"--model_dir={trained['model']}", *args)
+    assert result.returncode == 0, result.stderr.decode()[-2000:]
+    return result.stdout.decode("utf-8").splitlines()
+
+
+def test_query_total_equals_evaluate(trained):
+    text = open(trained["test"], encoding="utf-8").read()
+    lines = query(trained, text)
+    perplexity = float(next(line for line in lines if line.startswith("Perplexity including OOVs:")).split("\t")[1])
+    evaluated = helpers.run_binary("nplm_tf.evaluate", f"--model_dir={trained['model']}", f"--files={trained['test']}")
+    assert evaluated.returncode == 0, evaluated.stderr[-2000:]
+    assert perplexity == pytest.approx(json.loads(evaluated.stdout.splitlines()[-1])["perplexity"], rel=1e-6)
+    zebra = next(line for line in lines if "zebra=" in line)
+    assert "zebra=1 " in zebra and zebra.endswith("OOV: 1")
+    assert lines[-1] == f"Tokens:\t{sum(len(s.split()) + 1 for s in text.splitlines())}"
+
+
+def test_query_ngram_only_equals_kenlm_on_the_arpa_export(trained):
+    import kenlm
+
+    text = "the dog was sleeping .\nthe cat is eating .\nthe table was red ."
+    lines = query(trained, text, f"--ngram_dir={trained['ngram']}", "--ngram_only")
+    model = kenlm.Model(os.path.join(trained["ngram"], "model.arpa"))
+    for sentence, line in zip(text.splitlines(), lines):
+        ours = [float(field.split(" ")[-1]) for field in line.split("\t")[:-1]]
+        theirs = [score for score, _, _ in model.full_scores(sentence)]
+        np.testing.assert_allclose(ours, theirs, rtol=1e-5, atol=1e-6)
+
+
+def test_generate_equals_the_signature_with_the_same_seed(trained):
+    result = helpers.run_binary(
+        "nplm_tf.generate",
+        f"--model_dir={trained['model']}",
+        "--prompt=the cat",
+        "--seed=5",
+        "--num_samples=3",
+        "--max_tokens=8",
+        "--top_k=5",
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+    served = tf.saved_model.load(os.path.join(trained["model"], "export", "1"))
+    out = served.signatures["generate"](
+        prompt=tf.constant(["the cat"] * 3),
+        max_tokens=tf.constant(8),
+        temperature=tf.constant(1.0),
+        top_k=tf.constant(5),
+        seed=tf.constant(5, tf.int64),
+        allow_unk=tf.constant(False),
+    )
+    assert result.stdout.splitlines() == [t.decode() for t in out["text"].numpy()]
+
+
+def test_generation_never_samples_unk_unless_asked(trained):
+    served = tf.saved_model.load(os.path.join(trained["model"], "export", "1"))
+    args = dict(
+        prompt=tf.constant([""] * 64),
+        max_tokens=tf.constant(4),
+        temperature=tf.constant(3.0),
+        top_k=tf.constant(0),
+        seed=tf.constant(1, tf.int64),
+    )
+    without = served.signatures["generate"](**args, allow_unk=tf.constant(False))["continuation"].numpy()
+    with_unk = served.signatures["generate"](**args, allow_unk=tf.constant(True))["continuation"].numpy()
+    assert not any(b"<unk>" in t for t in without) and any(b"<unk>" in t for t in with_unk)
+
+
+def test_rescore_appends_querys_line_totals_and_reports_bad_lines(trained):
+    hypotheses = ["the dog was sleeping .", "the cat is eating .", "the zebra was red ."]
+    nbest = [f"{i // 2} ||| {h} ||| LM0= -1.5 TM0= -2 -3 ||| -4.25" for i, h in enumerate(hypotheses)]
+    text = "\n".join([nbest[0], "not an n-best line", *nbest[1:]]) + "\n"
+    result = run_with_input("nplm_tf.rescore", text, f"--model_dir={trained['model']}", "--feature_name=NNLM")
+    assert result.returncode == 1
+    errors = helpers.error_lines(result.stderr.decode())
+    assert len(errors) == 1 and "line 2 is not an n-best line" in errors[0]
+    written = result.stdout.decode().splitlines()
+    assert len(written) == 3
+    totals = [line.split("Total: ")[1].split(" ")[0] for line in query(trained, "\n".join(hypotheses))[:3]]
+    for line, original, total in zip(written, nbest, totals):
+        fields = line.split(" ||| ")
+        assert fields[2] == f"LM0= -1.5 TM0= -2 -3 NNLM= {total}"
+        assert [fields[0], fields[1], fields[3]] == [original.split(" ||| ")[i] for i in (0, 1, 3)]
+
+
+def test_rescore_scores_ten_thousand_lines_in_seconds(trained):
+    hypotheses = [" ".join(s.split()[:-1]) for s in sentences()]
+    text = "".join(f"{i} ||| {hypotheses[i % len(hypotheses)]} ||| LM0= -1 ||| -1\n" for i in range(10_000))
+    result = run_with_input("nplm_tf.rescore", text, f"--model_dir={trained['model']}")
+    assert result.returncode == 0, result.stderr.decode()[-2000:]
+    assert len(result.stdout.decode().splitlines()) == 10_000
+
+
+def test_evaluate_fits_the_mixture_on_the_models_own_corpus(trained, tmp_path):
+    no_brown = {"NLTK_DATA": str(tmp_path), "HOME": str(tmp_path)}  # the default corpus cannot be found
+    result = helpers.run_binary(
+        "nplm_tf.evaluate",
+        f"--model_dir={trained['model']}",
+        f"--ngram_dir={trained['ngram']}",
+        f"--files={trained['test']}",
+        env=no_brown,
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+    remembered = json.loads(result.stdout.splitlines()[-1])["mixture"]
+    explicit = helpers.run_binary(
+        "nplm_tf.evaluate",
+        f"--model_dir={trained['model']}",
+        f"--ngram_dir={trained['ngram']}",
+        f"--files={trained['test']}",
+        *trained["corpus"],
+    )
+    assert remembered == json.loads(explicit.stdout.splitlines()[-1])["mixture"]
+    json.load(open(os.path.join(trained["model"], "corpus.json")))["valid_files"] == trained["valid"]
+
+
+def test_bad_input_to_the_tools(trained, tmp_path):
+    unknown = helpers.run_binary("nplm_tf.neighbors", f"--model_dir={trained['model']}", "--words=cat,zzz,dog")
+    assert unknown.returncode != 0
+    assert "cat:\t" in unknown.stdout and "dog:\t" in unknown.stdout
+    assert helpers.error_lines(unknown.stderr) == [
+        "error: not in the model's vocabulary: zzz (the others are answered above)."
+    ]
+
+    empty = query(trained, "")
+    assert empty[0] == "Perplexity including OOVs:\tundefined (no tokens)" and empty[-1] == "Tokens:\t0"
+
+    bad = run_with_input("nplm_tf.query", b"the dog was eating .\nthe \xff cat\n", f"--model_dir={trained['model']}")
+    assert bad.returncode != 0 and "Total:" in bad.stdout.decode()  # the line before the error is answered
+    assert helpers.error_lines(bad.stderr.decode()) == ["error: standard input line 2 is not valid UTF-8 (byte 4)."]
+
+    for module in ("nplm_tf.query", "nplm_tf.rescore", "nplm_tf.generate", "nplm_tf.neighbors"):
+        extra = ["--words=cat"] if module == "nplm_tf.neighbors" else []
+        result = run_with_input(module, "", f"--model_dir={tmp_path}", *extra)
+        errors = helpers.error_lines(result.stderr.decode())
+        assert result.returncode != 0 and len(errors) == 1 and "holds no trained model" in errors[0], module
