@@ -97,7 +97,7 @@ def test_training_writes_projector_files_that_load(trained):
 
     config, vocab, model = run_dir.load_trained(trained["model"])
     directory = os.path.join(trained["model"], "logs", "projector")
-    reader = tf.train.load_checkpoint(os.path.join(directory, "word_features.ckpt"))
+    reader = tf.train.load_checkpoint(tf.train.latest_checkpoint(directory))
     table = reader.get_tensor("embedding/.ATTRIBUTES/VARIABLE_VALUE")
     assert table.shape == (vocab.size, config.feature_dim)
     np.testing.assert_allclose(table, model.get_layer("nplm").C.numpy()[: vocab.size])

@@ -67,12 +67,18 @@ def write_projector(run: RunDir, vocab: vocab_lib.Vocabulary, table: np.ndarray)
     rows = "".join(f"{_cell(word)}\t{count}\n" for word, count in zip(vocab.words, vocab.counts))
     files.write_text(os.path.join(directory, METADATA), "word\tcount\n" + rows)
     checkpoint = tf.train.Checkpoint(embedding=tf.Variable(table, name="word_features"))
-    checkpoint.write(os.path.join(directory, "word_features.ckpt"))
+    # save(), not write(): the projector finds the checkpoint through the `checkpoint` file save() keeps.
+    checkpoint.save(os.path.join(directory, "word_features.ckpt"))
     config = projector.ProjectorConfig()
     embedding = config.embeddings.add()
     embedding.tensor_name = "embedding/.ATTRIBUTES/VARIABLE_VALUE"
     embedding.metadata_path = METADATA
     projector.visualize_embeddings(directory, config)
+    # TensorBoard lists a directory as a run (and so its projector) only when it holds an event file.
+    writer = tf.summary.create_file_writer(directory)
+    with writer.as_default():
+        tf.summary.text("word_features", f"C: {table.shape[0]} words x {table.shape[1]} features", step=0)
+    writer.close()
     return directory
 
 
