@@ -12,18 +12,7 @@ import pytest
 
 from tests import helpers
 
-TINY = [
-    "--order=3",
-    "--feature_dim=8",
-    "--hidden_dim=16",
-    "--min_count=1",
-    "--batch_size=16",
-    "--learning_rate=0.01",
-    "--lr_decay=0",
-    "--weight_decay=0",
-    "--precision=float32",
-    "--shuffle_buffer=64",
-]
+TINY = helpers.TINY_FLAGS
 
 
 @pytest.fixture(scope="module")

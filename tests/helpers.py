@@ -12,6 +12,31 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SHARED_NLTK = os.path.join(os.path.dirname(ROOT), "shared", "nltk_data")
 
 
+# tiny_config's settings as flags of the binaries.
+TINY_FLAGS = [
+    "--order=3",
+    "--feature_dim=8",
+    "--hidden_dim=16",
+    "--min_count=1",
+    "--batch_size=16",
+    "--learning_rate=0.01",
+    "--lr_decay=0",
+    "--weight_decay=0",
+    "--precision=float32",
+    "--shuffle_buffer=64",
+]
+
+
+def files_flags(paths: dict[str, str]) -> list[str]:
+    """The corpus flags of `tiny_corpus_files`' paths."""
+    return [
+        "--corpus=files",
+        f"--train_files={paths['train']}",
+        f"--valid_files={paths['valid']}",
+        f"--test_files={paths['test']}",
+    ]
+
+
 def tiny_config(**changes) -> Config:
     """A config small enough to train in seconds on 2 CPU cores."""
     base = dict(

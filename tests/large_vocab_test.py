@@ -21,16 +21,7 @@ from pipelines import corpus as corpus_lib
 from tests import helpers
 
 V = 30
-TINY = [
-    "--order=3",
-    "--feature_dim=8",
-    "--hidden_dim=16",
-    "--min_count=1",
-    "--batch_size=16",
-    "--learning_rate=0.01",
-    "--precision=float32",
-    "--shuffle_buffer=64",
-]
+TINY = helpers.TINY_FLAGS
 
 
 def random_ngram(order, seed=0):
@@ -147,12 +138,7 @@ def test_sampled_training_lowers_the_exact_perplexity_and_scores_as_a_full_softm
 @pytest.fixture(scope="module")
 def files_flags(tmp_path_factory):
     paths = helpers.tiny_corpus_files(tmp_path_factory.mktemp("lv"), train=150, valid=20, test=20)
-    return [
-        "--corpus=files",
-        f"--train_files={paths['train']}",
-        f"--valid_files={paths['valid']}",
-        f"--test_files={paths['test']}",
-    ], paths
+    return helpers.files_flags(paths), paths
 
 
 @pytest.mark.parametrize("tail_kind", ["class", "backoff"])

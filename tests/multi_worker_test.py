@@ -30,12 +30,7 @@ TINY = [
 @pytest.fixture(scope="module")
 def corpus(tmp_path_factory):
     paths = helpers.tiny_corpus_files(tmp_path_factory.mktemp("mw"), train=50, valid=8, test=8)
-    return [
-        "--corpus=files",
-        f"--train_files={paths['train']}",
-        f"--valid_files={paths['valid']}",
-        f"--test_files={paths['test']}",
-    ]
+    return helpers.files_flags(paths)
 
 
 def start_workers(model_dir, epochs, corpus, cluster=None, extra=()):

@@ -182,16 +182,22 @@ class NPLMLayer(keras.layers.Layer):
         seed = tf.stack([tf.cast(self.seed * 4 + salt, tf.int64), self.step.value * 64 + tf.cast(replica_id, tf.int64)])
         return tf.nn.experimental.stateless_dropout(value, rate=self.dropout, seed=seed)
 
-    def call(self, context, training=False):
-        dtype = self.compute_dtype
+    def _inputs(self, context, training):
+        """x = (C(w_{t-1}), ..., C(w_{t-n+1})) in float32, the same in the compute dtype (after dropout), and
+        whether dropout applies."""
         # Gathered from the float32 variable: a sparse gradient, no per-step copy of C.
         features = tf.gather(self.C.value, tf.cast(context, tf.int32))  # (batch, n-1, m)
         x = ops.reshape(features, (-1, self.context_size * self.feature_dim))  # (batch, (n-1)m)
-        xc = ops.cast(x, dtype)
+        xc = ops.cast(x, self.compute_dtype)
         drop = bool(training) and self.dropout > 0
         if drop:
             self.step.assign_add(1)
             xc = self._dropout(xc, 0)
+        return x, xc, drop
+
+    def call(self, context, training=False):
+        dtype = self.compute_dtype
+        x, xc, drop = self._inputs(context, training)
         # The weights cast to the compute dtype. In training with decay, each
         # weight's Σw² shares a custom gradient with its cast (inference: core ops).
         fused = bool(training) and bool(self.weight_decay)
@@ -235,13 +241,7 @@ class NPLMLayer(keras.layers.Layer):
         if not self.output_rows:
             raise ValueError("output_inputs needs output_rows=True (the output weights stored as rows).")
         dtype = self.compute_dtype
-        features = tf.gather(self.C.value, tf.cast(context, tf.int32))  # (batch, n-1, m)
-        x = ops.reshape(features, (-1, self.context_size * self.feature_dim))  # (batch, (n-1)m)
-        xc = ops.cast(x, dtype)
-        drop = bool(training) and self.dropout > 0
-        if drop:
-            self.step.assign_add(1)
-            xc = self._dropout(xc, 0)
+        x, xc, drop = self._inputs(context, training)
         parts, rows = [], []
         if self.hidden_dim:
             a = ops.tanh(ops.matmul(xc, ops.cast(self.H.value, dtype)) + ops.cast(self.d, dtype))  # (batch, h)
