@@ -13,18 +13,7 @@ import pytest
 from nplm_tf.distributed import strategies
 from tests import helpers
 
-TINY = [
-    "--order=3",
-    "--feature_dim=8",
-    "--hidden_dim=16",
-    "--min_count=1",
-    "--batch_size=16",
-    "--learning_rate=0.01",
-    "--lr_decay=0",
-    "--weight_decay=0.001",
-    "--precision=float32",
-    "--shuffle_buffer=64",
-]
+TINY = [f for f in helpers.TINY_FLAGS if not f.startswith("--weight_decay")] + ["--weight_decay=0.001"]
 
 
 @pytest.fixture(scope="module")

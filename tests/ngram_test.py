@@ -82,13 +82,7 @@ def network(corpus_flags, tmp_path_factory):
         "nplm_tf.train",
         f"--model_dir={model_dir}",
         "--epochs=2",
-        "--order=3",
-        "--feature_dim=8",
-        "--hidden_dim=16",
-        "--min_count=1",
-        "--batch_size=16",
-        "--learning_rate=0.01",
-        "--precision=float32",
+        *helpers.TINY_FLAGS,
         *corpus_flags[0],
     )
     assert result.returncode == 0, result.stderr[-3000:]
