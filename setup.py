@@ -31,6 +31,10 @@ setup(
             "nplm-export=nplm_tf.export:run",
             "nplm-search=tuning.search:run",
             "nplm-reproduce=nplm_tf.reproduce:run",
+            "nplm-query=nplm_tf.query:run",
+            "nplm-rescore=nplm_tf.rescore:run",
+            "nplm-generate=nplm_tf.generate:run",
+            "nplm-neighbors=nplm_tf.neighbors:run",
         ]
     },
 )
