@@ -150,7 +150,3 @@ def load_trained(model_dir: str):
     model.load_weights(run.best_weights)
     model_lib.attach_tail(model, tail_lib.load_tail(run, config))
     return config, vocab, model
-
-
-def read_metrics(model_dir: str) -> dict | None:
-    return RunDir(model_dir).read_metrics()

@@ -57,7 +57,7 @@ ROW_FILE = "reproduce_row.json"
 def ngram_row(output_dir: str, corpus: corpus_lib.Corpus, base: Config, spec) -> dict:
     name, sub, order, smoothing, paper = spec
     path = os.path.join(output_dir, sub)
-    metrics = run_dir.read_metrics(path)
+    metrics = run_dir.RunDir(path).read_metrics()
     if metrics is None:
         metrics = ngram_lib.train_ngram(order, path, corpus, base.min_count, arpa=False, smoothing=smoothing)
     return {
@@ -81,7 +81,7 @@ def network_rows(
     """The network alone and mixed with the trigram (context-frequency weights fitted on valid)."""
     path = os.path.join(output_dir, row.name.lower())
     cached = os.path.join(path, ROW_FILE)
-    if os.path.isfile(cached) and run_dir.read_metrics(path) is not None:
+    if os.path.isfile(cached) and run_dir.RunDir(path).read_metrics() is not None:
         return files.read_json(cached)
     config = dataclasses.replace(
         base, order=row.order, hidden_dim=row.hidden_dim, feature_dim=row.feature_dim, direct=row.direct

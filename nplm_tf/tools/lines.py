@@ -63,7 +63,8 @@ class LineScorer:
         if saved and os.path.abspath(saved["ngram_dir"]) == os.path.abspath(self.ngram_dir):
             return np.asarray(saved["context_frequency"])
         valid = corpus_flags.corpus_from_flags(run_dir.RunDir(self.model_dir).read_corpus())["valid"]
-        probs = {name: self.network_probabilities(valid) for name in ("valid", "eval")}
+        p_valid = self.network_probabilities(valid)  # fitted and reported on the same split: scored once
+        probs = {"valid": p_valid, "eval": p_valid}
         report = network_mixture.fit_and_score(
             probs, {"valid": valid, "eval": valid}, self.vocab, self.ngram_dir, self.model_dir, "eval"
         )

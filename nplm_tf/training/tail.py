@@ -28,21 +28,20 @@ def prepare_tail(
         return None
     run = RunDir(model_dir)
     tail_dir = RunDir(run.tail_ngram_dir)
-    if not os.path.isfile(tail_dir.ngram_model):
-        os.makedirs(tail_dir.path, exist_ok=True)
-        if ngram_dir:
-            network_mixture.check_same_vocabulary(vocab, ngram_dir)
-            model = ngram_lib.load(ngram_dir)
-            check_tail_model(model, config, ngram_dir)
-            files.replace_atomically(
-                tail_dir.ngram_model, lambda tmp: shutil.copyfile(RunDir(ngram_dir).ngram_model, tmp)
-            )
-        else:
-            print(f"building the tail's Kneser-Ney {config.tail_order}-gram on train", flush=True)
-            model = kn.KneserNey(ngram_lib.token_arrays(corpus["train"], vocab), config.tail_order, vocab.size)
-            ngram_lib.save(model, tail_dir.path)
-        tail_dir.save_vocab(vocab)
-    return load_tail(run, config)
+    if os.path.isfile(tail_dir.ngram_model):
+        return load_tail(run, config)
+    os.makedirs(tail_dir.path, exist_ok=True)
+    if ngram_dir:
+        network_mixture.check_same_vocabulary(vocab, ngram_dir)
+        model = ngram_lib.load(ngram_dir)
+        check_tail_model(model, config, ngram_dir)
+        files.replace_atomically(tail_dir.ngram_model, lambda tmp: shutil.copyfile(RunDir(ngram_dir).ngram_model, tmp))
+    else:
+        print(f"building the tail's Kneser-Ney {config.tail_order}-gram on train", flush=True)
+        model = kn.KneserNey(ngram_lib.token_arrays(corpus["train"], vocab), config.tail_order, vocab.size)
+        ngram_lib.save(model, tail_dir.path)
+    tail_dir.save_vocab(vocab)
+    return ShortListTail(model, config.shortlist, config.tail)  # the model in hand, not read back
 
 
 def check_tail_model(model, config: Config, where: str) -> None:
