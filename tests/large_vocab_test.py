@@ -13,7 +13,7 @@ import tensorflow as tf
 
 from nplm_tf.baselines import kneser_ney as kn
 from nplm_tf.network import model as model_lib
-from nplm_tf.network import scoring
+from nplm_tf.network import scoring, shortlist
 from nplm_tf.network.shortlist import ShortListTail
 from nplm_tf.training import trainer
 from nplm_tf.training.data import eval_dataset
@@ -24,10 +24,13 @@ V = 30
 TINY = helpers.TINY_FLAGS
 
 
-def random_ngram(order, seed=0):
+def random_lines(seed):
     rng = np.random.default_rng(seed)
-    lines = [rng.integers(0, V, size=rng.integers(1, 15)).tolist() for _ in range(200)]
-    return kn.KneserNey(kn.TokenArrays.from_lines(lines, V, 0), order, V)
+    return [rng.integers(0, V, size=rng.integers(1, 15)).tolist() for _ in range(200)]
+
+
+def random_ngram(order, seed=0):
+    return kn.KneserNey(kn.TokenArrays.from_lines(random_lines(seed), V, 0), order, V)
 
 
 def random_contexts(seed, count=40, width=4):
@@ -73,6 +76,24 @@ def test_a_missing_tail_normalizer_is_caught(tail_kind, monkeypatch):
     logits = tf.random.stateless_normal([40, 13 if tail_kind == "class" else 12], seed=[1, 2]) * 3
     sums = np.exp(all_targets_log_probs(tail, logits, random_contexts(1))).sum(axis=1)
     assert np.abs(sums - 1).max() > 1e-3
+
+
+@pytest.mark.parametrize("tail_kind", ["class", "backoff"])
+def test_top_k_without_the_whole_distribution_is_the_distributions_top_k(tail_kind, monkeypatch):
+    """`top_k` ranks the tail from each suffix's best successors and a head of HEAD unigrams; HEAD = 4 here, so
+    most of the tail's best come from the successors, and a wrong pruning or deduplication shows."""
+    monkeypatch.setattr(shortlist, "HEAD", 4)
+    tail = ShortListTail(random_ngram(4, seed=3), 6, tail_kind)
+    tail.rank_tail()
+    seen = [line[i : i + 4] for line in random_lines(3) for i in range(len(line) - 3)][:80]  # long suffixes seen
+    contexts = tf.concat([random_contexts(2), tf.constant(seen, tf.int64)], axis=0)
+    logits = tf.random.stateless_normal([120, 7 if tail_kind == "class" else 6], seed=[3, 4]) * 3
+    distribution = tail.distribution(logits, contexts).numpy()
+    for k in (1, 3, 4):
+        values, ids = (t.numpy() for t in tail.top_k(logits, contexts, tf.constant(k)))
+        np.testing.assert_allclose(values, -np.sort(-distribution, axis=1)[:, :k], rtol=1e-12)
+        np.testing.assert_allclose(np.take_along_axis(distribution, ids, axis=1), values, rtol=1e-12)
+        assert all(len(set(row)) == k for row in ids)
 
 
 def tiny_corpus(tmp_path):
@@ -190,6 +211,8 @@ def test_a_short_list_model_resumes_exports_and_serves_evaluates_probabilities(t
     assert top["probabilities"].numpy().sum() == pytest.approx(1.0, abs=1e-5)  # every word, the tail's too
     vocab_words = [line.split("\t")[0] for line in open(os.path.join(model_dir, "vocab.tsv"), encoding="utf-8")]
     assert set(top["words"].numpy()[0].astype(str)) == set(vocab_words)
+    few = served.signatures["next_word"](text=tf.constant(["the cat"]), k=tf.constant(5))  # ranked, not dense
+    np.testing.assert_allclose(few["probabilities"].numpy(), top["probabilities"].numpy()[:, :5], rtol=1e-6)
 
 
 def bad_cases(root):

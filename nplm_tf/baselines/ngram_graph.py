@@ -24,6 +24,13 @@ def _state(array, dtype) -> tf.Variable:
     return tf.Variable(np.asarray(array), dtype=dtype, trainable=False)
 
 
+def read(table: tf.Variable) -> tf.Tensor:
+    """The table as a tensor, to gather from. `tf.gather` on the variable itself is a sparse read, which puts
+    it in copy-on-read mode: every later dense read (`tf.searchsorted`) would copy the whole table, megabytes
+    per query. Reading it whole (no copy while nothing writes it) and gathering from that avoids it."""
+    return tf.convert_to_tensor(table)
+
+
 class ServingNgram(tf.Module):
     """The trie shared by both n-gram models, and the mixture weight λ(h).
 
@@ -50,7 +57,7 @@ class ServingNgram(tf.Module):
 
     def lookup(self, k: int, query: tf.Tensor) -> tf.Tensor:
         """Row of each key in order k, -1 where absent or where the query is negative."""
-        keys = self.keys[k - 1]
+        keys = read(self.keys[k - 1])
         where = tf.cast(tf.searchsorted(keys, query, side="left"), tf.int64)  # (T,)
         clipped = tf.minimum(where, tf.cast(tf.size(keys) - 1, tf.int64))
         found = (tf.gather(keys, clipped) == query) & (query >= 0)
@@ -80,7 +87,7 @@ class ServingNgram(tf.Module):
         lo = lo_hi[:, 0]
         spans = tf.ragged.range(lo, tf.where(h >= 0, lo_hi[:, 1], lo))  # (B, (continuations))
         index = spans.flat_values
-        where = tf.stack([tf.cast(spans.value_rowids(), tf.int64), tf.gather(self.words[k - 1], index)], axis=1)
+        where = tf.stack([tf.cast(spans.value_rowids(), tf.int64), tf.gather(read(self.words[k - 1]), index)], axis=1)
         return tf.tensor_scatter_nd_update(base, where, tf.gather(values, index))
 
     def has_continuations(self, k: int, h: tf.Tensor) -> tf.Tensor:
@@ -94,8 +101,10 @@ class ServingNgram(tf.Module):
             count = tf.fill([tf.shape(context)[0]], self.context_totals[0])
         else:
             h = self.suffix_ids(context)[self.order - 1]
-            count = tf.where(h >= 0, tf.gather(self.context_totals, tf.maximum(h, 0)), tf.zeros_like(h, tf.float64))
-        return tf.gather(self.weights, bucket(count, int(self.weights.shape[0])))
+            count = tf.where(
+                h >= 0, tf.gather(read(self.context_totals), tf.maximum(h, 0)), tf.zeros_like(h, tf.float64)
+            )
+        return tf.gather(read(self.weights), bucket(count, int(self.weights.shape[0])))
 
 
 def bucket(count: tf.Tensor, num_buckets: int) -> tf.Tensor:
@@ -115,14 +124,14 @@ class ServingKneserNey(ServingNgram):
     def token_probabilities(self, context: tf.Tensor, target: tf.Tensor) -> tf.Tensor:
         """p(target | context), (T,) float64; context (T, c) int64 oldest first."""
         s = self.suffix_ids(context)
-        p = tf.gather(self.probs[0], target)
+        p = tf.gather(read(self.probs[0]), target)
         backoff = tf.ones_like(p)
         for k in range(2, self.order + 1):
             h = s[k - 1]
             kid = self.extend(k, h, target)
             found = kid >= 0
-            p = tf.where(found, tf.gather(self.probs[k - 1], tf.maximum(kid, 0)), p)
-            gamma = tf.gather(self.backoffs[k - 2], tf.maximum(h, 0))
+            p = tf.where(found, tf.gather(read(self.probs[k - 1]), tf.maximum(kid, 0)), p)
+            gamma = tf.gather(read(self.backoffs[k - 2]), tf.maximum(h, 0))
             backoff = tf.where(found, tf.ones_like(backoff), tf.where(h >= 0, backoff * gamma, backoff))
         return p * backoff
 
@@ -135,7 +144,7 @@ class ServingKneserNey(ServingNgram):
             # A context without continuations changes nothing (its γ is 1).
             gamma = tf.where(
                 self.has_continuations(k, h),
-                tf.gather(self.backoffs[k - 2], tf.maximum(h, 0)),
+                tf.gather(read(self.backoffs[k - 2]), tf.maximum(h, 0)),
                 tf.ones_like(h, tf.float64),
             )
             probs = self.continuations(k, h, self.probs[k - 1], probs * gamma[:, None])
@@ -155,17 +164,17 @@ class ServingInterpolated(ServingNgram):
     def _context(self, context):
         u, v = context[:, -2], context[:, -1]
         uv = self.extend(2, u, v)  # (T,) -1 for (<s>, <s>) and unseen pairs
-        count = tf.where(uv >= 0, tf.gather(self.totals3, tf.maximum(uv, 0)), tf.zeros_like(uv, tf.float64))
-        lam = tf.gather(self.lambdas, bucket(count, int(self.lambdas.shape[0])))  # (T, 4)
-        return v, uv, count, lam, tf.gather(self.totals2, v) > 0
+        count = tf.where(uv >= 0, tf.gather(read(self.totals3), tf.maximum(uv, 0)), tf.zeros_like(uv, tf.float64))
+        lam = tf.gather(read(self.lambdas), bucket(count, int(self.lambdas.shape[0])))  # (T, 4)
+        return v, uv, count, lam, tf.gather(read(self.totals2), v) > 0
 
     def token_probabilities(self, context: tf.Tensor, target: tf.Tensor) -> tf.Tensor:
         v, uv, count, lam, v_seen = self._context(context)
-        p1 = tf.gather(self.f1, target)
+        p1 = tf.gather(read(self.f1), target)
         bid, tid = self.extend(2, v, target), self.extend(3, uv, target)
         zero = tf.zeros_like(p1)
-        p2 = tf.where(v_seen, tf.where(bid >= 0, tf.gather(self.f2, tf.maximum(bid, 0)), zero), p1)
-        p3 = tf.where(count > 0, tf.where(tid >= 0, tf.gather(self.f3, tf.maximum(tid, 0)), zero), p2)
+        p2 = tf.where(v_seen, tf.where(bid >= 0, tf.gather(read(self.f2), tf.maximum(bid, 0)), zero), p1)
+        p3 = tf.where(count > 0, tf.where(tid >= 0, tf.gather(read(self.f3), tf.maximum(tid, 0)), zero), p2)
         return lam[:, 0] * p3 + lam[:, 1] * p2 + lam[:, 2] * p1 + lam[:, 3] / self.vocab_size
 
     def distribution(self, context: tf.Tensor) -> tf.Tensor:

@@ -14,10 +14,14 @@ Contexts are (batch, c) int64 ids, oldest first, `<s>`-padded.
 
 from __future__ import annotations
 
+import numpy as np
 import tensorflow as tf
 
 from nplm_tf.baselines import kneser_ney as kn
 from nplm_tf.baselines import ngram_graph
+from nplm_tf.baselines.ngram_graph import read
+
+HEAD = 256  # tail words `top_k` keeps by their unigram probability: it is exact for k up to this
 
 
 class ShortListTail(tf.Module):
@@ -40,17 +44,40 @@ class ShortListTail(tf.Module):
         base, deltas = ngram.list_mass_tables(list_size)
         self.base_mass = tf.constant(base, tf.float64)
         self.deltas = [tf.Variable(d, dtype=tf.float64, trainable=False) for d in deltas]
+        self._ngram = ngram  # for `rank_tail`
+        self.ranked = None
 
-    def list_mass(self, context: tf.Tensor) -> tf.Tensor:
+    def rank_tail(self) -> None:
+        """Builds what `top_k` reads: the tail words seen after each context, most probable first.
+
+        For each order k ≥ 2, `ranked[k]` lists the rows of order k whose word is in the tail, grouped by
+        context and sorted by probability within each, and `starts[k]` is where each context's group begins
+        (CSR offsets, one per (k-1)-gram plus one); order 1 keeps the tail's HEAD most probable unigrams.
+        """
+        if self.ranked is not None:
+            return
+        ngram, n = self._ngram, self.list_size
+        unigram = ngram.orders[1].prob[n : ngram.vocab_size]
+        self.head = tf.Variable(n + np.argsort(-unigram, kind="stable")[:HEAD].astype(np.int64), trainable=False)
+        self.ranked, self.starts = [], []
+        for k in range(2, ngram.order + 1):
+            o = ngram.orders[k]
+            rows = np.flatnonzero(o.word >= n)
+            rows = rows[np.lexsort((-o.prob[rows], o.context[rows]))]
+            starts = np.searchsorted(o.context[rows], np.arange(ngram.orders[k - 1].keys.size + 1))
+            self.ranked.append(tf.Variable(rows.astype(np.int64), trainable=False))
+            self.starts.append(tf.Variable(starts.astype(np.int64), trainable=False))
+
+    def list_mass(self, context: tf.Tensor, suffixes=None) -> tf.Tensor:
         """m(C) = Σ_{j∈L} P_ng(j | C), (batch,) float64."""
         context = tf.cast(context, tf.int64)
-        suffixes = self.ngram.suffix_ids(context)
+        suffixes = suffixes if suffixes is not None else self.ngram.suffix_ids(context)
         mass = tf.fill([tf.shape(context)[0]], self.base_mass)
         for k in range(2, self.ngram.order + 1):
             h = suffixes[k - 1]  # the context's last k-1 words, -1 when unseen (then so are the longer ones)
             seen = h >= 0
-            gamma = tf.gather(self.ngram.backoffs[k - 2], tf.maximum(h, 0))
-            delta = tf.gather(self.deltas[k - 2], tf.maximum(h, 0))
+            gamma = tf.gather(read(self.ngram.backoffs[k - 2]), tf.maximum(h, 0))
+            delta = tf.gather(read(self.deltas[k - 2]), tf.maximum(h, 0))
             mass = tf.where(seen, gamma * mass + delta, mass)
         return mass
 
@@ -76,3 +103,62 @@ class ShortListTail(tf.Module):
         if self.tail == "class":
             return tf.concat([p_nn[:, :n], p_nn[:, n:] * p_ng[:, n:] / (1.0 - mass)], axis=1)
         return tf.concat([p_nn * mass, p_ng[:, n:]], axis=1)
+
+    def top_k(self, logits: tf.Tensor, context: tf.Tensor, k: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
+        """The k most probable words over all |V| and their P: values (batch, k) float64, ids (batch, k) int64.
+
+        `distribution` followed by a top-k, without building the (batch, |V|) distribution; exact for
+        k ≤ HEAD (the caller falls back to `distribution` above it; `rank_tail` must have run). A tail word
+        found after the context's suffix of order k (and no longer one) has P_ng = p_k(w | h_k) times the γ
+        of the longer suffixes, and its value at any shorter suffix is at most that (interpolation only
+        adds). So the tail's k best are among the k best of each suffix's tail successors (`ranked`) and
+        the tail's k most probable unigrams, each valued at its own order and deduplicated by the largest
+        value: at most order · k candidates per context, whatever the context.
+        """
+        context = tf.cast(context, tf.int64)
+        n, ngram = self.list_size, self.ngram
+        p_nn = tf.cast(tf.nn.softmax(logits), tf.float64)  # (batch, N [+ 1])
+        suffixes = ngram.suffix_ids(context)
+        mass = self.list_mass(context, suffixes)
+        if self.tail == "class":
+            listed, scale = p_nn[:, :n], p_nn[:, n] / (1.0 - mass)
+        else:
+            listed, scale = p_nn * mass[:, None], tf.ones_like(mass)
+        best = tf.math.top_k(listed, k=tf.minimum(k, n))
+        # factor[k]: Π γ of the suffixes longer than k words, times the tail's scale
+        factor, above = {}, scale
+        for order in range(ngram.order, 1, -1):
+            factor[order] = above
+            h = suffixes[order - 1]
+            gamma = tf.gather(read(ngram.backoffs[order - 2]), tf.maximum(h, 0))
+            above = tf.where(h >= 0, above * gamma, above)
+        factor[1] = above
+        slots = tf.range(tf.cast(k, tf.int64))[None, :]  # (1, k)
+        head = tf.gather(read(self.head), tf.minimum(slots[0], tf.size(self.head, out_type=tf.int64) - 1))
+        words = [tf.tile(head[None, :], [tf.shape(context)[0], 1])]
+        values = [tf.gather(read(ngram.probs[0]), words[0]) * factor[1][:, None]]
+        for order in range(2, ngram.order + 1):
+            h = suffixes[order - 1]
+            starts = read(self.starts[order - 2])
+            lo = tf.gather(starts, tf.maximum(h, 0))
+            hi = tf.where(h >= 0, tf.gather(starts, tf.maximum(h, 0) + 1), lo)
+            where = lo[:, None] + slots  # (batch, k)
+            ranked = read(self.ranked[order - 2])
+            row = tf.gather(ranked, tf.minimum(where, tf.maximum(tf.size(ranked, out_type=tf.int64) - 1, 0)))
+            valid = where < hi[:, None]
+            words.append(tf.where(valid, tf.gather(read(ngram.words[order - 1]), row), tf.constant(-1, tf.int64)))
+            p = tf.gather(read(ngram.probs[order - 1]), row) * factor[order][:, None]
+            values.append(tf.where(valid, p, tf.constant(-1.0, tf.float64)))
+        words, values = tf.concat(words, axis=1), tf.concat(values, axis=1)  # (batch, order * k)
+        # One entry per word: the largest value (its longest suffix's); ties keep the first.
+        same = tf.equal(words[:, :, None], words[:, None, :])  # (batch, W, W)
+        position = tf.range(tf.shape(words)[1])
+        beaten = same & (
+            (values[:, None, :] > values[:, :, None])
+            | ((values[:, None, :] == values[:, :, None]) & (position[None, :] < position[:, None])[None])
+        )
+        values = tf.where(tf.reduce_any(beaten, axis=2) | (words < 0), tf.constant(-1.0, tf.float64), values)
+        values = tf.concat([best.values, values], axis=1)
+        ids = tf.concat([tf.cast(best.indices, tf.int64), words], axis=1)
+        top = tf.math.top_k(values, k=k)
+        return top.values, tf.gather(ids, top.indices, batch_dims=1)

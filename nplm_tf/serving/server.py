@@ -13,6 +13,7 @@ from __future__ import annotations
 import keras
 import tensorflow as tf
 
+from nplm_tf.network import shortlist
 from pipelines import vocabulary as vocab_lib
 
 SCORE_CHUNK = 2048  # windows per network call when scoring: bounds memory for long texts
@@ -66,6 +67,8 @@ class Server(tf.Module):
         )
         self.ngram = ngram
         self.tail = getattr(model, "tail", None)
+        if self.tail is not None:
+            self.tail.rank_tail()  # next_word's tables
         self.vocab_size = vocab.size
         self.context_size = layer.context_size  # n - 1
         self.bos_id, self.eos_id, self.unk_id = vocab.bos_id, vocab.eos_id, vocab.unk_id
@@ -166,11 +169,21 @@ class Server(tf.Module):
         if self.ngram is None and self.tail is None:  # softmax is monotone: rank the logits, normalize the k kept
             logits = self.network_logits(context)
             top = tf.math.top_k(logits, k=k)
-            probs = tf.exp(top.values - tf.reduce_logsumexp(logits, axis=1, keepdims=True))
+            values = tf.exp(top.values - tf.reduce_logsumexp(logits, axis=1, keepdims=True))
+            ids = tf.cast(top.indices, tf.int64)
+        elif self.ngram is None:  # a short list: rank the list and the tail's candidates, not all of |V|
+            values, ids = tf.cond(
+                k <= shortlist.HEAD,
+                lambda: self.tail.top_k(self.network_logits(context), context, k),
+                lambda: self.dense_top_k(context, k),
+            )
         else:
-            top = tf.math.top_k(self.distribution(context), k=k)
-            probs = tf.cast(top.values, tf.float32)
-        return {"words": self.word(top.indices), "probabilities": probs, "ids": tf.cast(top.indices, tf.int32)}
+            values, ids = self.dense_top_k(context, k)
+        return {"words": self.word(ids), "probabilities": tf.cast(values, tf.float32), "ids": tf.cast(ids, tf.int32)}
+
+    def dense_top_k(self, context: tf.Tensor, k: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
+        top = tf.math.top_k(self.distribution(context), k=k)
+        return top.values, tf.cast(top.indices, tf.int64)
 
     def score(self, text: tf.Tensor) -> dict[str, tf.Tensor]:
         ids = self.token_ids(text)
