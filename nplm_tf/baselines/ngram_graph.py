@@ -121,9 +121,9 @@ class ServingKneserNey(ServingNgram):
         self.probs = [_state(model.orders[k].prob, tf.float64) for k in range(1, model.order + 1)]
         self.backoffs = [_state(model.orders[k].backoff, tf.float64) for k in range(1, model.order + 1)]
 
-    def token_probabilities(self, context: tf.Tensor, target: tf.Tensor) -> tf.Tensor:
-        """p(target | context), (T,) float64; context (T, c) int64 oldest first."""
-        s = self.suffix_ids(context)
+    def token_probabilities(self, context: tf.Tensor, target: tf.Tensor, suffixes=None) -> tf.Tensor:
+        """p(target | context), (T,) float64; context (T, c) int64 oldest first (`suffixes`: its `suffix_ids`)."""
+        s = suffixes if suffixes is not None else self.suffix_ids(context)
         p = tf.gather(read(self.probs[0]), target)
         backoff = tf.ones_like(p)
         for k in range(2, self.order + 1):

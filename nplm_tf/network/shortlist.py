@@ -86,9 +86,12 @@ class ShortListTail(tf.Module):
         context, target = tf.cast(context, tf.int64), tf.cast(target, tf.int64)
         in_list = target < self.list_size
         column = tf.where(in_list, target, self.list_size if self.tail == "class" else 0)
-        ln_nn = tf.cast(tf.gather(tf.nn.log_softmax(logits), column, batch_dims=1), tf.float64)
-        mass = self.list_mass(context)
-        ln_ng = tf.math.log(self.ngram.token_probabilities(context, target))
+        ln_nn = tf.cast(
+            tf.gather(logits, column, batch_dims=1) - tf.reduce_logsumexp(logits, axis=1), tf.float64
+        )  # log_softmax at one column
+        suffixes = self.ngram.suffix_ids(context)
+        mass = self.list_mass(context, suffixes)
+        ln_ng = tf.math.log(self.ngram.token_probabilities(context, target, suffixes))
         if self.tail == "class":
             return tf.where(in_list, ln_nn, ln_nn + ln_ng - tf.math.log(1.0 - mass))
         return tf.where(in_list, ln_nn + tf.math.log(mass), ln_ng)

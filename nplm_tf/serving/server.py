@@ -149,7 +149,10 @@ class Server(tf.Module):
             logits = self.network_logits(args[0])  # (chunk, outputs)
             if self.tail is not None:
                 return self.tail.log_prob(logits, args[0], args[1])  # (chunk,) float64
-            return tf.cast(tf.gather(tf.nn.log_softmax(logits), args[1], batch_dims=1), tf.float64)  # (chunk,)
+            ln = tf.gather(logits, args[1], batch_dims=1) - tf.reduce_logsumexp(
+                logits, axis=1
+            )  # log_softmax at one column
+            return tf.cast(ln, tf.float64)  # (chunk,)
 
         ln_nn = tf.cond(  # an empty batch has no chunk, and map_fn cannot stack zero chunks of unknown size
             total > 0,
