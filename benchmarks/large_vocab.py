@@ -7,9 +7,10 @@ in OUTPUT/<variant>/, one epoch at a time and in turn (epoch 1 of every variant,
 variant, ...), so the host's drifting speed spreads over all of them. After each epoch it records the
 training seconds and tokens/s and the exact valid and test perplexity (of the best epoch so far; the runs
 are ordinary resumable `nplm_tf.train` directories). At the end each variant is exported and served in
-process: `score` tokens/s at batch 64 and `next_word` p50. It prints one JSON line per epoch and writes
-OUTPUT/large_vocab.json and OUTPUT/large_vocab.md, and with --readme=benchmarks/README.md puts the table
-there between its markers. A rerun continues.
+process, every export in turn over --rounds rounds: `score` tokens/s at batch 64 (with its ratio to the
+full softmax's in the same round) and `next_word` p50 (--serve_only measures this part again). It prints
+one JSON line per epoch and writes OUTPUT/large_vocab.json and OUTPUT/large_vocab.md, and with
+--readme=benchmarks/README.md puts the table there between its markers. A rerun continues.
 """
 
 import json
@@ -45,6 +46,11 @@ NAMES = flags.DEFINE_list("variants", None, "Run only these variants (default: a
 MIN_COUNT = flags.DEFINE_integer("min_count", 4, "Words seen fewer times in train become <unk>.")
 SERVE = flags.DEFINE_boolean("serve", True, "Also export each variant and measure score and next_word.")
 REQUESTS = flags.DEFINE_integer("requests", 500, "Timed next_word requests per variant.")
+BATCHES = flags.DEFINE_integer("batches", 40, "Timed score batches of 64 texts per variant.")
+ROUNDS = flags.DEFINE_integer("rounds", 5, "Serving is timed in this many rounds, every variant in turn in each.")
+SERVE_ONLY = flags.DEFINE_boolean(
+    "serve_only", False, "Only measure serving again (the runs and large_vocab.json exist)."
+)
 README = flags.DEFINE_string(
     "readme", None, "Also put the table into this file (benchmarks/README.md), between its large_vocab markers."
 )
@@ -78,16 +84,22 @@ def epoch_row(metrics: dict) -> dict:
 def table(results: dict, corpus_name: str, vocab_size: int) -> str:
     lines = [
         f"Corpus {corpus_name}, |V| = {vocab_size:,}; MLP9 shape, batch 256. Per epoch: training seconds, "
-        "tokens/s, exact valid perplexity, and exact test perplexity of the best epoch so far.",
+        "tokens/s, exact valid perplexity, and exact test perplexity of the best epoch so far. Serving (in process, "
+        "every export timed in turn over several rounds): score tokens/s at batch 64 (against the full softmax in "
+        "the same round: median; range) and next_word p50 for one text.",
         "",
         "| variant | epoch | seconds | tokens/s | valid ppl | test ppl | score tokens/s (batch 64) | next_word p50 |",
         "|---|---|---|---|---|---|---|---|",
     ]
+    reference = ((results.get("softmax") or {}).get("serving") or {}).get("score_rounds")
     for name, result in results.items():
         served = result.get("serving") or {}
         for i, row in enumerate(result["epochs"]):
             last = i == len(result["epochs"]) - 1
             score = f"{served['score_tokens_per_second']:,}" if last and served else ""
+            if score and reference and name != "softmax":
+                ratios = sorted(a / b for a, b in zip(served["score_rounds"], reference))
+                score += f" ({ratios[len(ratios) // 2]:.1f}×; {ratios[0]:.1f}–{ratios[-1]:.1f}×)"
             p50 = f"{served['next_word_ms']['p50']:.2f} ms" if last and served else ""
             lines.append(
                 f"| {name} | {row['epoch']} | {row['seconds']:.0f} | {row['tokens_per_second']:,} | "
@@ -119,7 +131,13 @@ def main(argv):
     base = Config(min_count=MIN_COUNT.value, patience=EPOCHS.value + 1)
     results = {name: {"config": every[name], "epochs": []} for name in names}
     vocab_size = None
-    for epoch in range(1, EPOCHS.value + 1):
+    if SERVE_ONLY.value:  # the epochs as the last run recorded them
+        saved = files.read_json(os.path.join(OUTPUT.value, "large_vocab.json"))
+        results = {name: {k: v for k, v in saved["results"][name].items() if k != "serving"} for name in names}
+        vocab_size = (
+            saved.get("vocab_size") or RunDir(os.path.join(OUTPUT.value, names[0])).read_metrics()["vocab_size"]
+        )
+    for epoch in range(1, 0 if SERVE_ONLY.value else EPOCHS.value + 1):
         for name in names:
             config = base.replace(epochs=epoch, **every[name])
             start = time.perf_counter()
@@ -133,13 +151,21 @@ def main(argv):
             print(json.dumps({"variant": name, **row}), flush=True)
     if SERVE.value:
         words = [w for line in corpus["test"].iter_lines() for w in corpus_lib.tokenize(line)]
+        exports = {}
         for name in names:
             run = RunDir(os.path.join(OUTPUT.value, name))
             versions = sorted(int(v) for v in os.listdir(run.export_dir)) if os.path.isdir(run.export_dir) else []
-            export = os.path.join(run.export_dir, str(versions[-1])) if versions else saved_model.export(run.path)
-            results[name]["serving"] = serving_lib.measure(export, words, REQUESTS.value)
-            print(json.dumps({"variant": name, **results[name]["serving"]}), flush=True)
-    files.write_json(os.path.join(OUTPUT.value, "large_vocab.json"), {"corpus": corpus.name, "results": results})
+            exports[name] = (
+                os.path.join(run.export_dir, str(versions[-1])) if versions else saved_model.export(run.path)
+            )
+        served = serving_lib.measure_alternated(exports, words, REQUESTS.value, BATCHES.value, ROUNDS.value)
+        for name in names:
+            results[name]["serving"] = served[name]
+            print(json.dumps({"variant": name, **served[name]}), flush=True)
+    files.write_json(
+        os.path.join(OUTPUT.value, "large_vocab.json"),
+        {"corpus": corpus.name, "vocab_size": vocab_size, "results": results},
+    )
     text = table(results, corpus.name, vocab_size)
     files.write_text(os.path.join(OUTPUT.value, "large_vocab.md"), text)
     if README.value:

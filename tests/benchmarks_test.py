@@ -38,21 +38,22 @@ def test_large_vocab_benchmark_alternates_variants_and_writes_its_table(tmp_path
     paths = helpers.tiny_corpus_files(tmp_path, train=150, valid=20, test=20)
     readme = tmp_path / "README.md"
     readme.write_text("# Benchmarks\n<!-- large_vocab table: begin -->\nold\n<!-- large_vocab table: end -->\ntail\n")
-    result = helpers.run_binary(
-        "benchmarks.large_vocab",
+    flags = [
         f"--output={tmp_path / 'out'}",
         "--epochs=2",
         "--shortlists=6",
         "--num_sampled=5",
-        "--requests=5",
+        "--requests=6",
+        "--batches=4",
+        "--rounds=2",
         "--min_count=1",
         f"--readme={readme}",
         "--corpus=files",
         f"--train_files={paths['train']}",
         f"--valid_files={paths['valid']}",
         f"--test_files={paths['test']}",
-        timeout=900,
-    )
+    ]
+    result = helpers.run_binary("benchmarks.large_vocab", *flags, timeout=900)
     assert result.returncode == 0, result.stderr[-3000:]
     order = [json.loads(line)["variant"] for line in result.stdout.splitlines() if '"epoch"' in line]
     names = ["softmax", "shortlist_6_class", "shortlist_6_backoff", "sampled_softmax_5", "nce_5"]
@@ -61,5 +62,14 @@ def test_large_vocab_benchmark_alternates_variants_and_writes_its_table(tmp_path
     for name in names:
         assert [row["epoch"] for row in saved[name]["epochs"]] == [1, 2]
         assert saved[name]["serving"]["score_tokens_per_second"] > 0
+        assert len(saved[name]["serving"]["score_rounds"]) == 2  # every export timed in each round
+        assert saved[name]["serving"]["next_word_ms"]["requests"] == 6
     page = readme.read_text()
     assert "old" not in page and "| nce_5 | 2 |" in page and page.endswith("tail\n")
+    assert "×;" in page  # score against the full softmax's, per round
+
+    again = helpers.run_binary("benchmarks.large_vocab", *flags, "--serve_only", timeout=900)
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert '"epoch"' not in again.stdout  # nothing trained
+    resaved = json.load(open(tmp_path / "out" / "large_vocab.json"))["results"]
+    assert all(resaved[name]["epochs"] == saved[name]["epochs"] for name in names)
