@@ -43,6 +43,12 @@ def token_nll(targets, logits):
     return _softmax_nll(tf.cast(tf.reshape(targets, [-1]), tf.int32), tf.cast(logits, tf.float32))  # (batch,)
 
 
+def log_softmax_at(logits, columns):
+    """ln softmax(logits)[column] per row, (batch,): the column's logit minus the row's logsumexp, without the
+    (batch, |V|) log_softmax (scoring needs one column of it). Core ops only: serving graphs use it."""
+    return tf.gather(logits, columns, batch_dims=1) - tf.reduce_logsumexp(logits, axis=1)
+
+
 @keras.saving.register_keras_serializable(package="nplm_tf")
 class NegativeLogLikelihood(keras.losses.Loss):
     """Mean -ln P(target | context): the paper's training criterion before R(θ)."""

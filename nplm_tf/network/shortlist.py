@@ -20,6 +20,7 @@ import tensorflow as tf
 from nplm_tf.baselines import kneser_ney as kn
 from nplm_tf.baselines import ngram_graph
 from nplm_tf.baselines.ngram_graph import read
+from nplm_tf.network import model as model_lib
 
 HEAD = 256  # tail words `top_k` keeps by their unigram probability: it is exact for k up to this
 
@@ -86,9 +87,7 @@ class ShortListTail(tf.Module):
         context, target = tf.cast(context, tf.int64), tf.cast(target, tf.int64)
         in_list = target < self.list_size
         column = tf.where(in_list, target, self.list_size if self.tail == "class" else 0)
-        ln_nn = tf.cast(
-            tf.gather(logits, column, batch_dims=1) - tf.reduce_logsumexp(logits, axis=1), tf.float64
-        )  # log_softmax at one column
+        ln_nn = tf.cast(model_lib.log_softmax_at(logits, column), tf.float64)
         suffixes = self.ngram.suffix_ids(context)
         mass = self.list_mass(context, suffixes)
         ln_ng = tf.math.log(self.ngram.token_probabilities(context, target, suffixes))
@@ -99,13 +98,18 @@ class ShortListTail(tf.Module):
     def distribution(self, logits: tf.Tensor, context: tf.Tensor) -> tf.Tensor:
         """P(· | context) over all |V| words, (batch, |V|) float64."""
         context = tf.cast(context, tf.int64)
-        n = self.list_size
         p_nn = tf.cast(tf.nn.softmax(logits), tf.float64)  # (batch, N [+ 1])
         p_ng = self.ngram.distribution(context)  # (batch, |V|)
-        mass = self.list_mass(context)[:, None]
+        listed, scale = self.list_and_tail_scale(p_nn, self.list_mass(context))
+        return tf.concat([listed, p_ng[:, self.list_size :] * scale[:, None]], axis=1)
+
+    def list_and_tail_scale(self, p_nn: tf.Tensor, mass: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
+        """(P(i | C) of the list words (batch, N), and the factor (batch,) that turns a tail word's P_ng into
+        its P(i | C)), from the network's softmax (batch, N [+ 1]) and m(C), both float64."""
+        n = self.list_size
         if self.tail == "class":
-            return tf.concat([p_nn[:, :n], p_nn[:, n:] * p_ng[:, n:] / (1.0 - mass)], axis=1)
-        return tf.concat([p_nn * mass, p_ng[:, n:]], axis=1)
+            return p_nn[:, :n], p_nn[:, n] / (1.0 - mass)
+        return p_nn * mass[:, None], tf.ones_like(mass)
 
     def top_k(self, logits: tf.Tensor, context: tf.Tensor, k: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
         """The k most probable words over all |V| and their P: values (batch, k) float64, ids (batch, k) int64.
@@ -122,11 +126,7 @@ class ShortListTail(tf.Module):
         n, ngram = self.list_size, self.ngram
         p_nn = tf.cast(tf.nn.softmax(logits), tf.float64)  # (batch, N [+ 1])
         suffixes = ngram.suffix_ids(context)
-        mass = self.list_mass(context, suffixes)
-        if self.tail == "class":
-            listed, scale = p_nn[:, :n], p_nn[:, n] / (1.0 - mass)
-        else:
-            listed, scale = p_nn * mass[:, None], tf.ones_like(mass)
+        listed, scale = self.list_and_tail_scale(p_nn, self.list_mass(context, suffixes))
         best = tf.math.top_k(listed, k=tf.minimum(k, n))
         # factor[k]: Π γ of the suffixes longer than k words, times the tail's scale
         factor, above = {}, scale

@@ -13,6 +13,7 @@ from __future__ import annotations
 import keras
 import tensorflow as tf
 
+from nplm_tf.network import model as model_lib
 from nplm_tf.network import shortlist
 from pipelines import vocabulary as vocab_lib
 
@@ -149,10 +150,7 @@ class Server(tf.Module):
             logits = self.network_logits(args[0])  # (chunk, outputs)
             if self.tail is not None:
                 return self.tail.log_prob(logits, args[0], args[1])  # (chunk,) float64
-            ln = tf.gather(logits, args[1], batch_dims=1) - tf.reduce_logsumexp(
-                logits, axis=1
-            )  # log_softmax at one column
-            return tf.cast(ln, tf.float64)  # (chunk,)
+            return tf.cast(model_lib.log_softmax_at(logits, args[1]), tf.float64)  # (chunk,)
 
         ln_nn = tf.cond(  # an empty batch has no chunk, and map_fn cannot stack zero chunks of unknown size
             total > 0,
