@@ -108,12 +108,49 @@ def table(results: dict, corpus_name: str, vocab_size: int) -> str:
     return "\n".join(lines) + "\n"
 
 
+def recorded(names: list[str]) -> tuple[dict, int]:
+    """What the last run of OUTPUT recorded for `names` (their epochs, without serving) and |V|."""
+    from nplm_tf.config import ConfigError
+    from nplm_tf.run_dir import RunDir
+    from pipelines import files
+
+    path = os.path.join(OUTPUT.value, "large_vocab.json")
+    saved = files.read_json(path)["results"] if os.path.isfile(path) else {}
+    missing = [name for name in names if name not in saved]
+    if missing:
+        raise ConfigError(f"--serve_only needs a finished run of {missing} in {OUTPUT.value}; run without it first.")
+    vocab_size = RunDir(os.path.join(OUTPUT.value, names[0])).read_metrics()["vocab_size"]
+    return {name: {k: v for k, v in saved[name].items() if k != "serving"} for name in names}, vocab_size
+
+
+def train_in_turn(names: list[str], every: dict[str, dict], corpus) -> tuple[dict, int]:
+    """Trains every variant one epoch at a time, in turn; returns what each epoch recorded, and |V|."""
+    from nplm_tf.config import Config
+    from nplm_tf.training import trainer
+
+    base = Config(min_count=MIN_COUNT.value, patience=EPOCHS.value + 1)
+    results = {name: {"config": every[name], "epochs": []} for name in names}
+    vocab_size = None
+    for epoch in range(1, EPOCHS.value + 1):
+        for name in names:
+            config = base.replace(epochs=epoch, **every[name])
+            start = time.perf_counter()
+            metrics = trainer.train_and_evaluate(config, os.path.join(OUTPUT.value, name), corpus, export=False)
+            vocab_size = metrics["vocab_size"]
+            row = epoch_row(metrics)
+            row["call_seconds"] = round(time.perf_counter() - start, 1)
+            results[name]["epochs"].append(row)
+            if "valid_log_normalizer" in metrics:
+                results[name]["valid_log_normalizer"] = metrics["valid_log_normalizer"]
+            print(json.dumps({"variant": name, **row}), flush=True)
+    return results, vocab_size
+
+
 def main(argv):
     from benchmarks import serving_lib
-    from nplm_tf.config import Config, ConfigError
+    from nplm_tf.config import ConfigError
     from nplm_tf.run_dir import RunDir
     from nplm_tf.serving import saved_model
-    from nplm_tf.training import trainer
     from pipelines import corpus as corpus_lib
     from pipelines import files
 
@@ -127,28 +164,14 @@ def main(argv):
         raise ConfigError(f"unknown variants {unknown}; choose from {list(every)}.")
     if EPOCHS.value < 1:
         raise ConfigError(f"epochs={EPOCHS.value} must be at least 1.")
-    corpus = corpus_flags.corpus_from_flags()
-    base = Config(min_count=MIN_COUNT.value, patience=EPOCHS.value + 1)
-    results = {name: {"config": every[name], "epochs": []} for name in names}
-    vocab_size = None
-    if SERVE_ONLY.value:  # the epochs as the last run recorded them
-        saved = files.read_json(os.path.join(OUTPUT.value, "large_vocab.json"))
-        results = {name: {k: v for k, v in saved["results"][name].items() if k != "serving"} for name in names}
-        vocab_size = (
-            saved.get("vocab_size") or RunDir(os.path.join(OUTPUT.value, names[0])).read_metrics()["vocab_size"]
+    if not 1 <= ROUNDS.value <= min(REQUESTS.value, BATCHES.value):
+        raise ConfigError(
+            f"rounds={ROUNDS.value} must be at least 1 and at most requests={REQUESTS.value} and "
+            f"batches={BATCHES.value} (each round times some of both)."
         )
-    for epoch in range(1, 0 if SERVE_ONLY.value else EPOCHS.value + 1):
-        for name in names:
-            config = base.replace(epochs=epoch, **every[name])
-            start = time.perf_counter()
-            metrics = trainer.train_and_evaluate(config, os.path.join(OUTPUT.value, name), corpus, export=False)
-            vocab_size = metrics["vocab_size"]
-            row = epoch_row(metrics)
-            row["call_seconds"] = round(time.perf_counter() - start, 1)
-            results[name]["epochs"].append(row)
-            if "valid_log_normalizer" in metrics:
-                results[name]["valid_log_normalizer"] = metrics["valid_log_normalizer"]
-            print(json.dumps({"variant": name, **row}), flush=True)
+    corpus = corpus_flags.corpus_from_flags()
+    # --serve_only: the epochs as the last run recorded them
+    results, vocab_size = recorded(names) if SERVE_ONLY.value else train_in_turn(names, every, corpus)
     if SERVE.value:
         words = [w for line in corpus["test"].iter_lines() for w in corpus_lib.tokenize(line)]
         exports = {}
@@ -162,10 +185,7 @@ def main(argv):
         for name in names:
             results[name]["serving"] = served[name]
             print(json.dumps({"variant": name, **served[name]}), flush=True)
-    files.write_json(
-        os.path.join(OUTPUT.value, "large_vocab.json"),
-        {"corpus": corpus.name, "vocab_size": vocab_size, "results": results},
-    )
+    files.write_json(os.path.join(OUTPUT.value, "large_vocab.json"), {"corpus": corpus.name, "results": results})
     text = table(results, corpus.name, vocab_size)
     files.write_text(os.path.join(OUTPUT.value, "large_vocab.md"), text)
     if README.value:

@@ -34,6 +34,22 @@ def test_bad_flag_values_are_one_sentence(module, flag, message):
     assert len(errors) == 1 and message in errors[0], result.stderr[-2000:]
 
 
+@pytest.mark.parametrize(
+    "flags,message",
+    [
+        (["--rounds=0"], "rounds=0 must be at least 1 and at most requests=500 and batches=40"),
+        (["--batches=3"], "rounds=5 must be at least 1 and at most requests=500 and batches=3"),
+        (["--serve_only"], "--serve_only needs a finished run of"),
+    ],
+)
+def test_large_vocab_bad_flags_are_one_sentence_and_write_nothing(flags, message, tmp_path):
+    result = helpers.run_binary("benchmarks.large_vocab", f"--output={tmp_path / 'out'}", *flags)
+    assert result.returncode != 0
+    errors = helpers.error_lines(result.stderr)
+    assert len(errors) == 1 and message in errors[0], result.stderr[-2000:]
+    assert not (tmp_path / "out").exists()
+
+
 def test_large_vocab_benchmark_alternates_variants_and_writes_its_table(tmp_path):
     paths = helpers.tiny_corpus_files(tmp_path, train=150, valid=20, test=20)
     readme = tmp_path / "README.md"
