@@ -88,7 +88,7 @@ class ServingNgram(tf.Module):
         spans = tf.ragged.range(lo, tf.where(h >= 0, lo_hi[:, 1], lo))  # (B, (continuations))
         index = spans.flat_values
         where = tf.stack([tf.cast(spans.value_rowids(), tf.int64), tf.gather(read(self.words[k - 1]), index)], axis=1)
-        return tf.tensor_scatter_nd_update(base, where, tf.gather(values, index))
+        return tf.tensor_scatter_nd_update(base, where, tf.gather(read(values), index))
 
     def has_continuations(self, k: int, h: tf.Tensor) -> tf.Tensor:
         lo = tf.searchsorted(self.keys[k - 1], h * self.base, side="left")

@@ -45,7 +45,6 @@ class ShortListTail(tf.Module):
         base, deltas = ngram.list_mass_tables(list_size)
         self.base_mass = tf.constant(base, tf.float64)
         self.deltas = [tf.Variable(d, dtype=tf.float64, trainable=False) for d in deltas]
-        self._ngram = ngram  # for `rank_tail`
         self.ranked = None
 
     def rank_tail(self) -> None:
@@ -57,15 +56,16 @@ class ShortListTail(tf.Module):
         """
         if self.ranked is not None:
             return
-        ngram, n = self._ngram, self.list_size
-        unigram = ngram.orders[1].prob[n : ngram.vocab_size]
+        ngram, n = self.ngram, self.list_size  # the tables as the graph holds them
+        unigram = ngram.probs[0].numpy()[n : ngram.vocab_size]
         self.head = tf.Variable(n + np.argsort(-unigram, kind="stable")[:HEAD].astype(np.int64), trainable=False)
         self.ranked, self.starts = [], []
         for k in range(2, ngram.order + 1):
-            o = ngram.orders[k]
-            rows = np.flatnonzero(o.word >= n)
-            rows = rows[np.lexsort((-o.prob[rows], o.context[rows]))]
-            starts = np.searchsorted(o.context[rows], np.arange(ngram.orders[k - 1].keys.size + 1))
+            word, prob = ngram.words[k - 1].numpy(), ngram.probs[k - 1].numpy()
+            context = ngram.keys[k - 1].numpy() // ngram.base  # keys are context id * base + word
+            rows = np.flatnonzero(word >= n)
+            rows = rows[np.lexsort((-prob[rows], context[rows]))]
+            starts = np.searchsorted(context[rows], np.arange(int(ngram.keys[k - 2].shape[0]) + 1))
             self.ranked.append(tf.Variable(rows.astype(np.int64), trainable=False))
             self.starts.append(tf.Variable(starts.astype(np.int64), trainable=False))
 
