@@ -115,7 +115,12 @@ def config_from_flags() -> Config:
 def main(argv):
     strategies.split_cpu(NUM_CPU_DEVICES.value)
     config = config_from_flags()
+    from nplm_tf import hardware
     from nplm_tf.training import trainer  # builds nothing before the CPU split is set
+
+    notice = hardware.bfloat16_notice(config.precision)
+    if notice:
+        print(notice, flush=True)
 
     if config.sync_every > 1 and STRATEGY.value != "multi_worker":
         raise ConfigError(
