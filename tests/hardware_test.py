@@ -33,3 +33,22 @@ def test_bfloat16_notice_only_where_bfloat16_would_be_emulated(tmp_path, cpuinfo
     assert (notice is not None) == speaks
     if speaks:
         assert "--precision=float32" in notice
+
+
+@pytest.mark.parametrize("users_setting,expected", [(None, "true"), ("false", "false")])
+def test_importing_the_package_turns_on_the_bfc_cpu_allocator_unless_the_user_chose(users_setting, expected):
+    import os
+    import subprocess
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if k != "TF_CPU_ALLOCATOR_USE_BFC"}
+    if users_setting is not None:
+        env["TF_CPU_ALLOCATOR_USE_BFC"] = users_setting
+    printed = subprocess.run(
+        [sys.executable, "-c", "import os, nplm_tf; print(os.environ['TF_CPU_ALLOCATOR_USE_BFC'])"],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
+    assert printed == expected
