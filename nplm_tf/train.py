@@ -118,15 +118,14 @@ def main(argv):
     from nplm_tf import hardware
     from nplm_tf.training import trainer  # builds nothing before the CPU split is set
 
-    notice = hardware.bfloat16_notice(config.precision)
-    if notice:
-        print(notice, flush=True)
-
     if config.sync_every > 1 and STRATEGY.value != "multi_worker":
         raise ConfigError(
             f"sync_every={config.sync_every} needs --strategy=multi_worker (other strategies "
             "all-reduce gradients every step)."
         )
+    notice = hardware.bfloat16_notice(config.precision)  # after the flag checks: a bad flag is one sentence
+    if notice:
+        print(notice, flush=True)
     strategy = strategies.make_strategy(STRATEGY.value, NUM_CPU_DEVICES.value)
     if STRATEGY.value == "multi_worker":  # Keras fit fails under MultiWorkerMirroredStrategy: a custom loop
         from nplm_tf.distributed import multi_worker
