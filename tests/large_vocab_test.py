@@ -13,7 +13,7 @@ import tensorflow as tf
 
 from nplm_tf.baselines import kneser_ney as kn
 from nplm_tf.network import model as model_lib
-from nplm_tf.network import scoring, shortlist
+from nplm_tf.network import scoring
 from nplm_tf.network.shortlist import ShortListTail
 from nplm_tf.training import trainer
 from nplm_tf.training.data import eval_dataset
@@ -78,22 +78,24 @@ def test_a_missing_tail_normalizer_is_caught(tail_kind, monkeypatch):
     assert np.abs(sums - 1).max() > 1e-3
 
 
-@pytest.mark.parametrize("tail_kind", ["class", "backoff"])
-def test_top_k_without_the_whole_distribution_is_the_distributions_top_k(tail_kind, monkeypatch):
-    """`top_k` ranks the tail from each suffix's best successors and a head of HEAD unigrams; HEAD = 4 here, so
-    most of the tail's best come from the successors, and a wrong pruning or deduplication shows."""
-    monkeypatch.setattr(shortlist, "HEAD", 4)
-    tail = ShortListTail(random_ngram(4, seed=3), 6, tail_kind)
+@pytest.mark.parametrize("tail_kind,list_size", [("class", 6), ("backoff", 6), ("class", V)])
+def test_top_k_without_the_whole_distribution_is_the_distributions_top_k(tail_kind, list_size):
+    """`top_k` ranks the tail from each suffix's best successors and the tail's best unigrams, for every k up to
+    |V|: a wrong pruning, valuation or deduplication shows, and so does a tie broken otherwise than by the
+    lower id (the dense top-k's rule). N = |V| leaves the tail empty."""
+    tail = ShortListTail(random_ngram(4, seed=3), list_size, tail_kind)
     tail.rank_tail()
     seen = [line[i : i + 4] for line in random_lines(3) for i in range(len(line) - 3)][:80]  # long suffixes seen
     contexts = tf.concat([random_contexts(2), tf.constant(seen, tf.int64)], axis=0)
-    logits = tf.random.stateless_normal([120, 7 if tail_kind == "class" else 6], seed=[3, 4]) * 3
+    outputs = list_size + 1 if tail_kind == "class" else list_size
+    logits = tf.random.stateless_normal([120, outputs], seed=[3, 4]) * 3
     distribution = tail.distribution(logits, contexts).numpy()
-    for k in (1, 3, 4):
+    ranked = np.argsort(-distribution, axis=1, kind="stable")
+    for k in (0, 1, 3, 4, 12, V):
         values, ids = (t.numpy() for t in tail.top_k(logits, contexts, tf.constant(k)))
-        np.testing.assert_allclose(values, -np.sort(-distribution, axis=1)[:, :k], rtol=1e-12)
-        np.testing.assert_allclose(np.take_along_axis(distribution, ids, axis=1), values, rtol=1e-12)
-        assert all(len(set(row)) == k for row in ids)
+        assert values.shape == ids.shape == (120, k)
+        np.testing.assert_allclose(values, np.take_along_axis(distribution, ranked[:, :k], axis=1), rtol=1e-12)
+        np.testing.assert_array_equal(ids, ranked[:, :k])
 
 
 def tiny_corpus(tmp_path):

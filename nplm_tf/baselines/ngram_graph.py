@@ -56,26 +56,34 @@ class ServingNgram(tf.Module):
         self.context_totals = _state(totals, tf.float64)
 
     def lookup(self, k: int, query: tf.Tensor) -> tf.Tensor:
-        """Row of each key in order k, -1 where absent or where the query is negative."""
+        """Row of each key in order k, -1 where absent or where the query is negative; any shape."""
         keys = read(self.keys[k - 1])
-        where = tf.cast(tf.searchsorted(keys, query, side="left"), tf.int64)  # (T,)
+        flat = tf.reshape(query, [-1])
+        where = tf.cast(tf.searchsorted(keys, flat, side="left"), tf.int64)
         clipped = tf.minimum(where, tf.cast(tf.size(keys) - 1, tf.int64))
-        found = (tf.gather(keys, clipped) == query) & (query >= 0)
-        return tf.where(found, clipped, tf.constant(NONE, tf.int64))
+        found = (tf.gather(keys, clipped) == flat) & (flat >= 0)
+        return tf.reshape(tf.where(found, clipped, tf.constant(NONE, tf.int64)), tf.shape(query))
 
     def extend(self, k: int, prefix_ids: tf.Tensor, words: tf.Tensor) -> tf.Tensor:
         """Ids of the k-grams (prefix, word); -1 where the prefix or the k-gram is absent."""
         return self.lookup(k, tf.where(prefix_ids >= 0, prefix_ids * self.base + words, tf.constant(NONE, tf.int64)))
 
     def suffix_ids(self, context: tf.Tensor) -> list[tf.Tensor]:
-        """context (T, c) ids, oldest first -> s[j] (T,): id of its last j words (j < order), -1 if unseen."""
+        """context (T, c) ids, oldest first -> s[j] (T,): id of its last j words (j < order), -1 if unseen.
+
+        The suffix of j words is found from its oldest word forwards, one order's table per word; all suffixes
+        take their i-th step together, one lookup per order (not one per suffix and order).
+        """
         c = context.shape[1]
+        top = min(self.order - 1, c)
         s = [None]
-        for j in range(1, min(self.order - 1, c) + 1):
-            g = context[:, c - j]
-            for i in range(2, j + 1):
-                g = self.extend(i, g, context[:, c - j + i - 1])
-            s.append(g)
+        if top >= 1:
+            chains = context[:, c - top :]  # column top - j: the suffix of j words, found up to its current length
+            for i in range(2, top + 1):  # every suffix of at least i words takes its i-th word, in order i
+                live = top - i + 1
+                step = self.extend(i, chains[:, :live], context[:, c - top + i - 1 :])
+                chains = tf.concat([step, chains[:, live:]], axis=1)
+            s += [chains[:, top - j] for j in range(1, top + 1)]
         while len(s) < self.order:  # a context shorter than order - 1 has no longer suffixes
             s.append(-tf.ones_like(context[:, 0]))
         return s

@@ -22,8 +22,6 @@ from nplm_tf.baselines import ngram_graph
 from nplm_tf.baselines.ngram_graph import read
 from nplm_tf.network import model as model_lib
 
-HEAD = 256  # tail words `top_k` keeps by their unigram probability: it is exact for k up to this
-
 
 class ShortListTail(tf.Module):
     """Exact P(w | C) from a short-list network's logits and the Kneser-Ney model of its tail.
@@ -45,42 +43,72 @@ class ShortListTail(tf.Module):
         base, deltas = ngram.list_mass_tables(list_size)
         self.base_mass = tf.constant(base, tf.float64)
         self.deltas = [tf.Variable(d, dtype=tf.float64, trainable=False) for d in deltas]
-        self.ranked = None
+        self.ranked_words = None
 
     def rank_tail(self) -> None:
         """Builds what `top_k` reads: the tail words seen after each context, most probable first.
 
-        For each order k ≥ 2, `ranked[k]` lists the rows of order k whose word is in the tail, grouped by
-        context and sorted by probability within each, and `starts[k]` is where each context's group begins
-        (CSR offsets, one per (k-1)-gram plus one); order 1 keeps the tail's HEAD most probable unigrams.
+        The contexts of every order k ≥ 2 (the (k-1)-grams) are numbered one after another, order 2's first
+        (`context_offsets`); `starts[g]` is where context g's tail successors begin in `ranked_words` /
+        `ranked_probs` (CSR offsets, one per context plus one), sorted by p_k(w | h) within each. Order 1 ranks
+        the whole tail by its unigram probability (`head`, `head_probs`). Each table ends with a word -1 of
+        probability 0, so that it is never empty.
         """
-        if self.ranked is not None:
+        if self.ranked_words is not None:
             return
         ngram, n = self.ngram, self.list_size  # the tables as the graph holds them
-        unigram = ngram.probs[0].numpy()[n : ngram.vocab_size]
-        self.head = tf.Variable(n + np.argsort(-unigram, kind="stable")[:HEAD].astype(np.int64), trainable=False)
-        self.ranked, self.starts = [], []
+        unigram = ngram.probs[0].numpy()
+        head = n + np.argsort(-unigram[n : ngram.vocab_size], kind="stable")
+        self.head = tf.Variable(np.append(head, -1).astype(np.int64), trainable=False)
+        self.head_probs = tf.Variable(np.append(unigram[head], 0.0), dtype=tf.float64, trainable=False)
+        offsets, starts, words, probs = [], [], [], []
+        total = 0  # tail successors so far
         for k in range(2, ngram.order + 1):
             word, prob = ngram.words[k - 1].numpy(), ngram.probs[k - 1].numpy()
             context = ngram.keys[k - 1].numpy() // ngram.base  # keys are context id * base + word
             rows = np.flatnonzero(word >= n)
             rows = rows[np.lexsort((-prob[rows], context[rows]))]
-            starts = np.searchsorted(context[rows], np.arange(int(ngram.keys[k - 2].shape[0]) + 1))
-            self.ranked.append(tf.Variable(rows.astype(np.int64), trainable=False))
-            self.starts.append(tf.Variable(starts.astype(np.int64), trainable=False))
+            offsets.append(sum(s.size for s in starts))
+            starts.append(total + np.searchsorted(context[rows], np.arange(int(ngram.keys[k - 2].shape[0]))))
+            words.append(word[rows])
+            probs.append(prob[rows])
+            total += rows.size
+        starts.append(np.array([total]))
+        self.context_offsets = tf.constant(np.array(offsets, np.int64))
+        self.starts = tf.Variable(np.concatenate(starts).astype(np.int64), trainable=False)
+        self.ranked_words = tf.Variable(np.concatenate(words + [[-1]]).astype(np.int64), trainable=False)
+        self.ranked_probs = tf.Variable(np.concatenate(probs + [[0.0]]), dtype=tf.float64, trainable=False)
+
+    def backoff_weights(self, suffixes) -> tuple[tf.Tensor, tf.Tensor]:
+        """The context's suffixes as contexts of orders 2..K: h (batch, K-1), column k-2 the id of the last k-1
+        words (-1 when unseen), and γ(h) (batch, K-1), 1 where h is unseen."""
+        h = tf.stack(suffixes[1:], axis=1)
+        gamma = tf.stack(
+            [
+                tf.gather(read(self.ngram.backoffs[k - 2]), tf.maximum(h[:, k - 2], 0))
+                for k in range(2, self.ngram.order + 1)
+            ],
+            axis=1,
+        )
+        return h, tf.where(h >= 0, gamma, tf.ones_like(gamma))
 
     def list_mass(self, context: tf.Tensor, suffixes=None) -> tf.Tensor:
         """m(C) = Σ_{j∈L} P_ng(j | C), (batch,) float64."""
         context = tf.cast(context, tf.int64)
-        suffixes = suffixes if suffixes is not None else self.ngram.suffix_ids(context)
-        mass = tf.fill([tf.shape(context)[0]], self.base_mass)
-        for k in range(2, self.ngram.order + 1):
-            h = suffixes[k - 1]  # the context's last k-1 words, -1 when unseen (then so are the longer ones)
-            seen = h >= 0
-            gamma = tf.gather(read(self.ngram.backoffs[k - 2]), tf.maximum(h, 0))
-            delta = tf.gather(read(self.deltas[k - 2]), tf.maximum(h, 0))
-            mass = tf.where(seen, gamma * mass + delta, mass)
-        return mass
+        if self.ngram.order == 1:
+            return tf.fill([tf.shape(context)[0]], self.base_mass)
+        h, gamma = self.backoff_weights(suffixes if suffixes is not None else self.ngram.suffix_ids(context))
+        return self.mass_from(h, gamma, tf.math.cumprod(gamma, axis=1, exclusive=True, reverse=True))
+
+    def mass_from(self, h: tf.Tensor, gamma: tf.Tensor, longer: tf.Tensor) -> tf.Tensor:
+        """m(C) = m(h_1)·Π_k γ_k + Σ_k Δ_k(h_k)·Π_{j>k} γ_j: the recursion m(h) = Δ(h) + γ(h)·m(h') unrolled,
+        with `longer` = Π_{j>k} γ_j (batch, K-1); an unseen h has γ = 1 and Δ = 0."""
+        delta = tf.stack(
+            [tf.gather(read(self.deltas[k - 2]), tf.maximum(h[:, k - 2], 0)) for k in range(2, self.ngram.order + 1)],
+            axis=1,
+        )
+        delta = tf.where(h >= 0, delta, tf.zeros_like(delta))
+        return self.base_mass * longer[:, 0] * gamma[:, 0] + tf.reduce_sum(delta * longer, axis=1)
 
     def log_prob(self, logits: tf.Tensor, context: tf.Tensor, target: tf.Tensor) -> tf.Tensor:
         """ln P(target | context), (batch,) float64, from the network's logits (batch, N [+ 1])."""
@@ -114,54 +142,49 @@ class ShortListTail(tf.Module):
     def top_k(self, logits: tf.Tensor, context: tf.Tensor, k: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
         """The k most probable words over all |V| and their P: values (batch, k) float64, ids (batch, k) int64.
 
-        `distribution` followed by a top-k, without building the (batch, |V|) distribution; exact for
-        k ≤ HEAD (the caller falls back to `distribution` above it; `rank_tail` must have run). A tail word
-        found after the context's suffix of order k (and no longer one) has P_ng = p_k(w | h_k) times the γ
-        of the longer suffixes, and its value at any shorter suffix is at most that (interpolation only
-        adds). So the tail's k best are among the k best of each suffix's tail successors (`ranked`) and
-        the tail's k most probable unigrams, each valued at its own order and deduplicated by the largest
-        value: at most order · k candidates per context, whatever the context.
+        `distribution` followed by a top-k (ties: the lower id first), without building the (batch, |V|)
+        distribution; exact for every k ≤ |V| (`rank_tail` must have run). A tail word found after the
+        context's suffix of order k (and no longer one) has P_ng = p_k(w | h_k) times the γ of the longer
+        suffixes, and its value at any shorter suffix is at most that (interpolation only adds). So the
+        tail's k best are among the k best of each suffix's tail successors (`ranked_*`) and the tail's k
+        most probable unigrams, each valued at its own order and deduplicated by the largest value: at most
+        order · k candidates per context, whatever the context, found in the same few ops for every order.
         """
         context = tf.cast(context, tf.int64)
         n, ngram = self.list_size, self.ngram
         p_nn = tf.cast(tf.nn.softmax(logits), tf.float64)  # (batch, N [+ 1])
-        suffixes = ngram.suffix_ids(context)
-        listed, scale = self.list_and_tail_scale(p_nn, self.list_mass(context, suffixes))
+        rows = tf.shape(context)[0]
+        slots = tf.range(tf.cast(k, tf.int64))  # (k,)
+        head = tf.minimum(slots, tf.size(self.head, out_type=tf.int64) - 1)  # past the tail: its -1 end again
+        head_words = tf.tile(tf.gather(read(self.head), head)[None, :], [rows, 1])  # (batch, k)
+        head_probs = tf.gather(read(self.head_probs), head)[None, :]
+        if ngram.order == 1:
+            listed, scale = self.list_and_tail_scale(p_nn, tf.fill([rows], self.base_mass))
+            words, values = head_words, head_probs * scale[:, None]
+        else:
+            h, gamma = self.backoff_weights(ngram.suffix_ids(context))  # (batch, K-1)
+            longer = tf.math.cumprod(gamma, axis=1, exclusive=True, reverse=True)  # Π γ of the longer suffixes
+            listed, scale = self.list_and_tail_scale(p_nn, self.mass_from(h, gamma, longer))
+            factor = longer * scale[:, None]  # a tail word's P_ng at order k -> its P(w | C)
+            group = self.context_offsets[None, :] + tf.maximum(h, 0)  # (batch, K-1) rows of `starts`
+            bounds = tf.gather(read(self.starts), tf.stack([group, group + 1], axis=2))  # (batch, K-1, 2)
+            lo, hi = bounds[:, :, 0], tf.where(h >= 0, bounds[:, :, 1], bounds[:, :, 0])
+            where = lo[:, :, None] + slots  # (batch, K-1, k)
+            last = tf.size(self.ranked_words, out_type=tf.int64) - 1
+            where = tf.where(where < hi[:, :, None], where, last)  # past a group's end: the tables' -1 end
+            found = tf.gather(read(self.ranked_words), where)
+            p = tf.gather(read(self.ranked_probs), where) * factor[:, :, None]
+            words = tf.concat([head_words, tf.reshape(found, [rows, -1])], axis=1)
+            values = tf.concat([head_probs * (factor[:, 0] * gamma[:, 0])[:, None], tf.reshape(p, [rows, -1])], 1)
+        # One entry per word, its largest value (its longest suffix's): sorted by value, then stably by word,
+        # a word's first entry is its best; the others, and the -1 ends, drop to -1.
+        by_value = tf.argsort(values, axis=1, direction="DESCENDING", stable=True)
+        words, values = tf.gather(words, by_value, batch_dims=1), tf.gather(values, by_value, batch_dims=1)
+        by_word = tf.argsort(words, axis=1, stable=True)
+        words, values = tf.gather(words, by_word, batch_dims=1), tf.gather(values, by_word, batch_dims=1)
+        repeated = tf.concat([tf.zeros_like(words[:, :1], tf.bool), words[:, 1:] == words[:, :-1]], axis=1)
+        values = tf.where(repeated | (words < 0), tf.constant(-1.0, tf.float64), values)
         best = tf.math.top_k(listed, k=tf.minimum(k, n))
-        # factor[k]: Π γ of the suffixes longer than k words, times the tail's scale
-        factor, above = {}, scale
-        for order in range(ngram.order, 1, -1):
-            factor[order] = above
-            h = suffixes[order - 1]
-            gamma = tf.gather(read(ngram.backoffs[order - 2]), tf.maximum(h, 0))
-            above = tf.where(h >= 0, above * gamma, above)
-        factor[1] = above
-        slots = tf.range(tf.cast(k, tf.int64))[None, :]  # (1, k)
-        head = tf.gather(read(self.head), tf.minimum(slots[0], tf.size(self.head, out_type=tf.int64) - 1))
-        words = [tf.tile(head[None, :], [tf.shape(context)[0], 1])]
-        values = [tf.gather(read(ngram.probs[0]), words[0]) * factor[1][:, None]]
-        for order in range(2, ngram.order + 1):
-            h = suffixes[order - 1]
-            starts = read(self.starts[order - 2])
-            lo = tf.gather(starts, tf.maximum(h, 0))
-            hi = tf.where(h >= 0, tf.gather(starts, tf.maximum(h, 0) + 1), lo)
-            where = lo[:, None] + slots  # (batch, k)
-            ranked = read(self.ranked[order - 2])
-            row = tf.gather(ranked, tf.minimum(where, tf.maximum(tf.size(ranked, out_type=tf.int64) - 1, 0)))
-            valid = where < hi[:, None]
-            words.append(tf.where(valid, tf.gather(read(ngram.words[order - 1]), row), tf.constant(-1, tf.int64)))
-            p = tf.gather(read(ngram.probs[order - 1]), row) * factor[order][:, None]
-            values.append(tf.where(valid, p, tf.constant(-1.0, tf.float64)))
-        words, values = tf.concat(words, axis=1), tf.concat(values, axis=1)  # (batch, order * k)
-        # One entry per word: the largest value (its longest suffix's); ties keep the first.
-        same = tf.equal(words[:, :, None], words[:, None, :])  # (batch, W, W)
-        position = tf.range(tf.shape(words)[1])
-        beaten = same & (
-            (values[:, None, :] > values[:, :, None])
-            | ((values[:, None, :] == values[:, :, None]) & (position[None, :] < position[:, None])[None])
-        )
-        values = tf.where(tf.reduce_any(beaten, axis=2) | (words < 0), tf.constant(-1.0, tf.float64), values)
-        values = tf.concat([best.values, values], axis=1)
+        top = tf.math.top_k(tf.concat([best.values, values], axis=1), k=k)
         ids = tf.concat([tf.cast(best.indices, tf.int64), words], axis=1)
-        top = tf.math.top_k(values, k=k)
         return top.values, tf.gather(ids, top.indices, batch_dims=1)

@@ -14,7 +14,6 @@ import keras
 import tensorflow as tf
 
 from nplm_tf.network import model as model_lib
-from nplm_tf.network import shortlist
 from pipelines import vocabulary as vocab_lib
 
 SCORE_CHUNK = 2048  # windows per network call when scoring: bounds memory for long texts
@@ -79,23 +78,29 @@ class Server(tf.Module):
     def token_ids(self, text: tf.Tensor) -> tf.RaggedTensor:
         """(B,) strings -> (B, (L)) int64 ids, split as training splits."""
         tokens = tf.strings.split(text)  # (B, (L))
-        flat = tokens.flat_values
-        # As in training, a literal "</s>" in the text is an unknown word, not the end of the line.
-        ids = tf.where(flat == vocab_lib.EOS, tf.constant(self.unk_id, tf.int64), self.ids_table.lookup(flat))
-        return tokens.with_flat_values(ids)
+        return tokens.with_flat_values(self.lookup(tokens.flat_values))
+
+    def lookup(self, words: tf.Tensor) -> tf.Tensor:
+        """Word strings -> int64 ids; unknown words are `<unk>`, and so is a literal "</s>" in the text, as in
+        training (it is not the end of the line)."""
+        return tf.where(words == vocab_lib.EOS, tf.constant(self.unk_id, tf.int64), self.ids_table.lookup(words))
 
     def word(self, ids: tf.Tensor) -> tf.Tensor:
         return self.words_table.lookup(tf.cast(ids, tf.int64))
 
-    def last_context(self, ids: tf.RaggedTensor) -> tf.Tensor:
-        """(B, (L)) ids -> (B, n-1) the last n-1 words, `<s>`-padded, oldest first."""
+    def last_context(self, text: tf.Tensor) -> tf.Tensor:
+        """(B,) strings -> (B, n-1) ids of each text's last n-1 words, `<s>`-padded, oldest first.
+
+        Only those words are looked up, and no ragged tensor is built past the split: a request's cost does
+        not grow with its text, and `next_word` stays a few hundred small ops.
+        """
         c = self.context_size
-        padded = tf.concat(
-            [tf.RaggedTensor.from_tensor(tf.fill([ids.nrows(), c], tf.constant(self.bos_id, tf.int64))), ids], axis=1
-        )
-        ends = padded.row_limits()  # (B,)
-        index = ends[:, None] + tf.range(-c, 0, dtype=tf.int64)[None, :]  # (B, n-1)
-        return tf.gather(padded.flat_values, index)
+        tokens = tf.strings.split(text)  # (B, (L))
+        index = tokens.row_limits()[:, None] + tf.range(-c, 0, dtype=tf.int64)[None, :]  # (B, n-1)
+        inside = index >= tokens.row_starts()[:, None]
+        words = tf.concat([tokens.flat_values, [""]], axis=0)  # "" at the end: what an outside index reads
+        ids = self.lookup(tf.gather(words, tf.where(inside, index, tf.size(words, out_type=tf.int64) - 1)))
+        return tf.where(inside, ids, tf.constant(self.bos_id, tf.int64))
 
     def windows(self, ids: tf.RaggedTensor) -> tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
         """Every predicted token (each word, then `</s>`): contexts (T, n-1) oldest first, targets (T,), row splits (B+1,)."""
@@ -166,25 +171,18 @@ class Server(tf.Module):
 
     def next_word(self, text: tf.Tensor, k: tf.Tensor) -> dict[str, tf.Tensor]:
         k = tf.clip_by_value(tf.cast(k, tf.int32), 0, self.vocab_size)
-        context = self.last_context(self.token_ids(text))
+        context = self.last_context(text)
         if self.ngram is None and self.tail is None:  # softmax is monotone: rank the logits, normalize the k kept
             logits = self.network_logits(context)
             top = tf.math.top_k(logits, k=k)
             values = tf.exp(top.values - tf.reduce_logsumexp(logits, axis=1, keepdims=True))
             ids = tf.cast(top.indices, tf.int64)
         elif self.ngram is None:  # a short list: rank the list and the tail's candidates, not all of |V|
-            values, ids = tf.cond(
-                k <= shortlist.HEAD,
-                lambda: self.tail.top_k(self.network_logits(context), context, k),
-                lambda: self.dense_top_k(context, k),
-            )
+            values, ids = self.tail.top_k(self.network_logits(context), context, k)
         else:
-            values, ids = self.dense_top_k(context, k)
+            top = tf.math.top_k(self.distribution(context), k=k)
+            values, ids = top.values, tf.cast(top.indices, tf.int64)
         return {"words": self.word(ids), "probabilities": tf.cast(values, tf.float32), "ids": tf.cast(ids, tf.int32)}
-
-    def dense_top_k(self, context: tf.Tensor, k: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
-        top = tf.math.top_k(self.distribution(context), k=k)
-        return top.values, tf.cast(top.indices, tf.int64)
 
     def score(self, text: tf.Tensor) -> dict[str, tf.Tensor]:
         ids = self.token_ids(text)
@@ -215,7 +213,7 @@ class Server(tf.Module):
         temperature = tf.cast(temperature, tf.float64)
         top_k = tf.clip_by_value(tf.cast(top_k, tf.int32), 0, self.vocab_size)
         seed = tf.cast(seed, tf.int64)
-        context = self.last_context(self.token_ids(prompt))  # (B, n-1)
+        context = self.last_context(prompt)  # (B, n-1)
         rows = tf.shape(context)[0]
         generated = tf.zeros([rows, 0], tf.int64)  # (B, steps so far)
 
