@@ -147,8 +147,9 @@ class ShortListTail(tf.Module):
         context's suffix of order k (and no longer one) has P_ng = p_k(w | h_k) times the γ of the longer
         suffixes, and its value at any shorter suffix is at most that (interpolation only adds). So the
         tail's k best are among the k best of each suffix's tail successors (`ranked_*`) and the tail's k
-        most probable unigrams, each valued at its own order and deduplicated by the largest value: at most
-        order · k candidates per context, whatever the context, found in the same few ops for every order.
+        most probable unigrams, each valued at its own order and deduplicated by keeping the longest suffix's
+        value: at most order · k candidates per context, whatever the context, found in the same few ops for
+        every order.
         """
         context = tf.cast(context, tf.int64)
         n, ngram = self.list_size, self.ngram
@@ -176,13 +177,12 @@ class ShortListTail(tf.Module):
             p = tf.gather(read(self.ranked_probs), where) * factor[:, :, None]
             words = tf.concat([head_words, tf.reshape(found, [rows, -1])], axis=1)
             values = tf.concat([head_probs * (factor[:, 0] * gamma[:, 0])[:, None], tf.reshape(p, [rows, -1])], 1)
-        # One entry per word, its largest value (its longest suffix's): sorted by value, then stably by word,
-        # a word's first entry is its best; the others, and the -1 ends, drop to -1.
-        by_value = tf.argsort(values, axis=1, direction="DESCENDING", stable=True)
-        words, values = tf.gather(words, by_value, batch_dims=1), tf.gather(values, by_value, batch_dims=1)
+        # One entry per word: its longest suffix's, which is its exact value (the last of its entries, orders
+        # being laid out in increasing order); after a stable sort by word, an entry followed by the same word
+        # drops to -1, as do the tables' -1 ends.
         by_word = tf.argsort(words, axis=1, stable=True)
         words, values = tf.gather(words, by_word, batch_dims=1), tf.gather(values, by_word, batch_dims=1)
-        repeated = tf.concat([tf.zeros_like(words[:, :1], tf.bool), words[:, 1:] == words[:, :-1]], axis=1)
+        repeated = tf.concat([words[:, :-1] == words[:, 1:], tf.zeros_like(words[:, :1], tf.bool)], axis=1)
         values = tf.where(repeated | (words < 0), tf.constant(-1.0, tf.float64), values)
         best = tf.math.top_k(listed, k=tf.minimum(k, n))
         top = tf.math.top_k(tf.concat([best.values, values], axis=1), k=k)
