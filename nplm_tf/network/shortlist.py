@@ -62,14 +62,16 @@ class ShortListTail(tf.Module):
         self.head = tf.Variable(np.append(head, -1).astype(np.int64), trainable=False)
         self.head_probs = tf.Variable(np.append(unigram[head], 0.0), dtype=tf.float64, trainable=False)
         offsets, starts, words, probs = [], [], [], []
-        total = 0  # tail successors so far
+        contexts = total = 0  # contexts and tail successors so far
         for k in range(2, ngram.order + 1):
             word, prob = ngram.words[k - 1].numpy(), ngram.probs[k - 1].numpy()
             context = ngram.keys[k - 1].numpy() // ngram.base  # keys are context id * base + word
             rows = np.flatnonzero(word >= n)
             rows = rows[np.lexsort((-prob[rows], context[rows]))]
-            offsets.append(sum(s.size for s in starts))
-            starts.append(total + np.searchsorted(context[rows], np.arange(int(ngram.keys[k - 2].shape[0]))))
+            size = int(ngram.keys[k - 2].shape[0])  # order k's contexts are the (k-1)-grams
+            offsets.append(contexts)
+            starts.append(total + np.searchsorted(context[rows], np.arange(size)))
+            contexts += size
             words.append(word[rows])
             probs.append(prob[rows])
             total += rows.size
