@@ -46,14 +46,20 @@ def time_optimizer(make, shapes, steps, repeats):
     return statistics.median(times), times
 
 
-def main(argv):
-    import keras
-
-    from nplm_tf.config import Config, ConfigError
-    from nplm_tf.network import optimizers
+def check_flags() -> None:
+    from nplm_tf.config import ConfigError
 
     if STEPS.value < 1 or REPEATS.value < 1:
         raise ConfigError(f"steps={STEPS.value} and repeats={REPEATS.value} must be at least 1.")
+
+
+def main(argv):
+    import keras
+
+    from nplm_tf.config import Config
+    from nplm_tf.network import optimizers
+
+    check_flags()
     config = Config(direct=DIRECT.value)
     n1m, h = config.context_size * config.feature_dim, config.hidden_dim
     shapes = [(h, VOCAB), (VOCAB + 1, config.feature_dim), (n1m, h), (h,), (VOCAB,)]
@@ -72,4 +78,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-    app.run(main)
+    app.run(main, check_flags)

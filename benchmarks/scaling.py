@@ -171,21 +171,24 @@ def launch(workers: int, independent: bool = False) -> tuple[float, float]:
     return rate, max(r["averaging_seconds"] / r["seconds"] for r in results)
 
 
+def check_flags() -> None:
+    """The flag values, checked without TensorFlow (`app.run` calls it first)."""
+    from nplm_tf.config import Config, ConfigError
+
+    if REPEATS.value < 1 or WORKERS.value < 1 or STEPS.value < 1:
+        raise ConfigError(
+            f"repeats={REPEATS.value}, workers={WORKERS.value} and steps={STEPS.value} must be at least 1."
+        )
+    Config(batch_size=BATCH.value, sync_every=SYNC_EVERY.value, balance_workers=BALANCE.value)  # bad values: now
+
+
 def main(argv):
     if ROLE.value:
         worker_main()
         return
     import statistics
 
-    from nplm_tf.config import ConfigError
-
-    if REPEATS.value < 1 or WORKERS.value < 1 or STEPS.value < 1:
-        raise ConfigError(
-            f"repeats={REPEATS.value}, workers={WORKERS.value} and steps={STEPS.value} must be at least 1."
-        )
-    from nplm_tf.config import Config
-
-    Config(batch_size=BATCH.value, sync_every=SYNC_EVERY.value, balance_workers=BALANCE.value)  # bad values: now
+    check_flags()
     ones, manys, shares, ceilings = [], [], [], []
     for _ in range(REPEATS.value):  # alternating, so a slow stretch of the host hits every configuration
         if ONE.value:
@@ -232,4 +235,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-    app.run(main)
+    app.run(main, check_flags)

@@ -27,15 +27,21 @@ CONFIG_JSON = flags.DEFINE_string(
 EPOCHS = flags.DEFINE_integer("epochs", None, "Epochs per network (default: the config's; 1 with --quick).")
 
 
-def main(argv):
+def settings():
+    """The base config and the corpus, from the flags; checked without TensorFlow (`app.run` calls it first)."""
     from nplm_tf.config import Config
-    from nplm_tf.experiments import table1
 
-    start = time.perf_counter()
     base = Config.from_json(CONFIG_JSON.value) if CONFIG_JSON.value else Config()
     epochs = EPOCHS.value if EPOCHS.value is not None else (1 if QUICK.value else base.epochs)
     base = base.replace(epochs=epochs)  # validated: --epochs=0 is an error, not the default
-    corpus = corpus_flags.corpus_from_flags()
+    return base, corpus_flags.corpus_from_flags()
+
+
+def main(argv):
+    from nplm_tf.experiments import table1
+
+    start = time.perf_counter()
+    base, corpus = settings()
     ngrams = [
         table1.ngram_row(OUTPUT.value, corpus, base, spec)
         for spec in table1.NGRAMS
@@ -55,7 +61,7 @@ def main(argv):
 
 
 def run():
-    app.run(main)
+    app.run(main, settings)
 
 
 if __name__ == "__main__":

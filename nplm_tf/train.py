@@ -112,17 +112,26 @@ def config_from_flags() -> Config:
     return config
 
 
-def main(argv):
-    strategies.split_cpu(NUM_CPU_DEVICES.value)
+def check_flags() -> Config:
+    """The run's config, once every flag value that can be checked without data or TensorFlow is."""
+    if NUM_CPU_DEVICES.value < 1:
+        raise ConfigError(f"num_cpu_devices={NUM_CPU_DEVICES.value} must be at least 1.")
     config = config_from_flags()
-    from nplm_tf import hardware
-    from nplm_tf.training import trainer  # builds nothing before the CPU split is set
-
     if config.sync_every > 1 and STRATEGY.value != "multi_worker":
         raise ConfigError(
             f"sync_every={config.sync_every} needs --strategy=multi_worker (other strategies "
             "all-reduce gradients every step)."
         )
+    corpus_flags.corpus_from_flags()  # the corpus flags, and its files exist
+    return config
+
+
+def main(argv):
+    strategies.split_cpu(NUM_CPU_DEVICES.value)
+    config = check_flags()
+    from nplm_tf import hardware
+    from nplm_tf.training import trainer  # builds nothing before the CPU split is set
+
     notice = hardware.bfloat16_notice(config.precision)  # after the flag checks: a bad flag is one sentence
     if notice:
         print(notice, flush=True)
@@ -141,7 +150,7 @@ def main(argv):
 
 
 def run():
-    app.run(main)
+    app.run(main, check_flags)
 
 
 if __name__ == "__main__":

@@ -63,8 +63,11 @@ def _silence_known_warnings() -> None:
     warnings.filterwarnings("ignore", message=r".*expected to already be shuffled")
 
 
-def guarded(main: Callable[[list[str]], None]) -> Callable[[list[str]], None]:
-    """Wraps `main`: user errors print one sentence; Ctrl-C says how to resume."""
+def guarded(
+    main: Callable[[list[str]], None], check: Callable[[], object] | None = None
+) -> Callable[[list[str]], None]:
+    """Wraps `main`: user errors print one sentence; Ctrl-C says how to resume. `check` runs first, before
+    TensorFlow loads (seconds on a small machine), so that the flag values it rejects are answered at once."""
 
     def wrapped(argv: list[str]) -> None:
         from absl import flags, logging
@@ -74,6 +77,9 @@ def guarded(main: Callable[[list[str]], None]) -> Callable[[list[str]], None]:
         if len(argv) > 1:
             fail(f"unexpected arguments {argv[1:]}; every option is a --flag.", 2)
         try:
+            if check is not None:
+                check()
+            import_tensorflow_quietly()
             main(argv)
         except USER_ERRORS as e:
             fail(str(e))
@@ -83,10 +89,10 @@ def guarded(main: Callable[[list[str]], None]) -> Callable[[list[str]], None]:
     return wrapped
 
 
-def run(main: Callable[[list[str]], None]) -> None:
+def run(main: Callable[[list[str]], None], check: Callable[[], object] | None = None) -> None:
+    """absl's `app.run(main)`, guarded; `check` (no TensorFlow in it) validates the flags before TensorFlow loads."""
     import logging
 
-    import_tensorflow_quietly()
     _silence_known_warnings()
     logging.getLogger("tensorflow").setLevel(logging.ERROR)  # per-batch distribute chatter
-    app.run(guarded(main))
+    app.run(guarded(main, check))

@@ -41,6 +41,19 @@ REPORT_ONLY = flags.DEFINE_boolean(
 )
 
 
+def check_flags() -> None:
+    """The flag values that can be checked without data or TensorFlow (`app.run` checks them first)."""
+    from nplm_tf.config import Config, ConfigError
+
+    if NUM_CPU_DEVICES.value < 1:
+        raise ConfigError(f"num_cpu_devices={NUM_CPU_DEVICES.value} must be at least 1.")
+    if MAX_TRIALS.value < 1 or EPOCHS.value < 1:
+        raise ConfigError(f"max_trials={MAX_TRIALS.value} and epochs_per_trial={EPOCHS.value} must be at least 1.")
+    if CONFIG_JSON.value:
+        Config.from_json(CONFIG_JSON.value)
+    corpus_flags.corpus_from_flags()
+
+
 def main(argv):
     strategies.split_cpu(NUM_CPU_DEVICES.value)
     from keras_tuner.src.distribute import utils as dist_utils
@@ -85,7 +98,7 @@ def main(argv):
 
 
 def run():
-    app.run(main)
+    app.run(main, check_flags)
 
 
 if __name__ == "__main__":

@@ -31,9 +31,8 @@ def make_tuner(
     strategy,
     seed: int,
 ) -> keras_tuner.Tuner:
-    """One of keras-tuner's tuners; an existing OUTPUT/search is reloaded, so the search resumes."""
-    if max_trials < 1 or epochs_per_trial < 1:
-        raise ConfigError(f"max_trials={max_trials} and epochs_per_trial={epochs_per_trial} must be at least 1.")
+    """One of keras-tuner's tuners; an existing OUTPUT/search is reloaded, so the search resumes. `search.py`
+    has checked the counts (at least 1)."""
     common = dict(
         hypermodel=hypermodel,
         objective=hypermodel_lib.OBJECTIVE,
