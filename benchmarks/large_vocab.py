@@ -8,7 +8,8 @@ variant, ...), so the host's drifting speed spreads over all of them. After each
 training seconds and tokens/s and the exact valid and test perplexity (of the best epoch so far; the runs
 are ordinary resumable `nplm_tf.train` directories). At the end each variant is exported and served in
 process, every export in turn over --rounds rounds: `score` tokens/s at batch 64 (with its ratio to the
-full softmax's in the same round) and `next_word` p50 (--serve_only measures this part again). It prints
+full softmax's in the same round) and `next_word` p50, beside a one-op signature called the same way
+(`serving_lib.call_floor_export`; --serve_only measures this part again). It prints
 one JSON line per epoch and writes OUTPUT/large_vocab.json and OUTPUT/large_vocab.md, and with
 --readme=benchmarks/README.md puts the table there between its markers. A rerun continues.
 """
@@ -81,7 +82,7 @@ def epoch_row(metrics: dict) -> dict:
     }
 
 
-def table(results: dict, corpus_name: str, vocab_size: int) -> str:
+def table(results: dict, corpus_name: str, vocab_size: int, call_floor: dict | None = None) -> str:
     lines = [
         f"Corpus {corpus_name}, |V| = {vocab_size:,}; MLP9 shape, batch 256. Per epoch: training seconds, "
         "tokens/s, exact valid perplexity, and exact test perplexity of the best epoch so far. Serving (in process, "
@@ -105,6 +106,13 @@ def table(results: dict, corpus_name: str, vocab_size: int) -> str:
                 f"| {name} | {row['epoch']} | {row['seconds']:.0f} | {row['tokens_per_second']:,} | "
                 f"{row['valid_perplexity']:.2f} | {row['test_perplexity']:.2f} | {score} | {p50} |"
             )
+    if call_floor:
+        lines += [
+            "",
+            f"A signature of one op, called the same way in the same rounds: next_word p50 "
+            f"{call_floor['next_word_ms']['p50']:.2f} ms (what any request costs in Python and the TensorFlow "
+            "runtime before a model's ops run).",
+        ]
     return "\n".join(lines) + "\n"
 
 
@@ -146,13 +154,10 @@ def train_in_turn(names: list[str], every: dict[str, dict], corpus) -> tuple[dic
     return results, vocab_size
 
 
-def main(argv):
-    from benchmarks import serving_lib
+def check_flags() -> tuple[dict[str, dict], list[str]]:
+    """Every variant's changes and the names to run, once the flag values are checked (without TensorFlow:
+    `app.run` calls it first)."""
     from nplm_tf.config import ConfigError
-    from nplm_tf.run_dir import RunDir
-    from nplm_tf.serving import saved_model
-    from pipelines import corpus as corpus_lib
-    from pipelines import files
 
     try:
         every = variants([int(n) for n in SHORTLISTS.value], NUM_SAMPLED.value)
@@ -169,9 +174,21 @@ def main(argv):
             f"rounds={ROUNDS.value} must be at least 1 and at most requests={REQUESTS.value} and "
             f"batches={BATCHES.value} (each round times some of both)."
         )
+    return every, names
+
+
+def main(argv):
+    from benchmarks import serving_lib
+    from nplm_tf.run_dir import RunDir
+    from nplm_tf.serving import saved_model
+    from pipelines import corpus as corpus_lib
+    from pipelines import files
+
+    every, names = check_flags()
     corpus = corpus_flags.corpus_from_flags()
     # --serve_only: the epochs as the last run recorded them
     results, vocab_size = recorded(names) if SERVE_ONLY.value else train_in_turn(names, every, corpus)
+    call_floor = None
     if SERVE.value:
         words = [w for line in corpus["test"].iter_lines() for w in corpus_lib.tokenize(line)]
         exports = {}
@@ -181,16 +198,23 @@ def main(argv):
             exports[name] = (
                 os.path.join(run.export_dir, str(versions[-1])) if versions else saved_model.export(run.path)
             )
-        served = serving_lib.measure_alternated(exports, words, REQUESTS.value, BATCHES.value, ROUNDS.value)
+        served = serving_lib.measure_alternated(
+            exports, words, REQUESTS.value, BATCHES.value, ROUNDS.value, call_floor=True
+        )
+        call_floor = served.pop(serving_lib.CALL_FLOOR)
+        print(json.dumps({serving_lib.CALL_FLOOR: call_floor["next_word_ms"]}), flush=True)
         for name in names:
             results[name]["serving"] = served[name]
             print(json.dumps({"variant": name, **served[name]}), flush=True)
-    files.write_json(os.path.join(OUTPUT.value, "large_vocab.json"), {"corpus": corpus.name, "results": results})
-    text = table(results, corpus.name, vocab_size)
+    files.write_json(
+        os.path.join(OUTPUT.value, "large_vocab.json"),
+        {"corpus": corpus.name, "results": results, "call_floor": call_floor},
+    )
+    text = table(results, corpus.name, vocab_size, call_floor)
     files.write_text(os.path.join(OUTPUT.value, "large_vocab.md"), text)
     if README.value:
         put_table(README.value, text)
 
 
 if __name__ == "__main__":
-    app.run(main)
+    app.run(main, check_flags)

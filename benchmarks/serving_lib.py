@@ -1,9 +1,13 @@
 """In-process serving figures of SavedModels: next_word latency and score throughput (no flags).
 
 `measure` times one export; `measure_alternated` times several in turn, round after round, so that the
-host's drifting speed spreads over all of them and their ratios are taken within a round.
+host's drifting speed spreads over all of them and their ratios are taken within a round. With
+`call_floor=True` it also times `call_floor_export`, whose signatures have the same names and inputs but
+hold a single op each: what any request costs in Python and the TensorFlow runtime before a model's ops run.
 """
 
+import os
+import tempfile
 import time
 
 import numpy as np
@@ -75,10 +79,40 @@ def measure(export_dir: str, words: list[str], requests: int = 2000, batches: in
     return summary(probe.latencies(slice(None)), *probe.throughput(slice(None)))
 
 
-def measure_alternated(exports: dict[str, str], words: list[str], requests: int, batches: int, rounds: int) -> dict:
+CALL_FLOOR = "call_floor"
+
+
+def call_floor_export(directory: str) -> str:
+    """Writes a SavedModel whose `next_word` and `score` take what a model's do and run one op each (the words'
+    lengths); returns its path."""
+    import tensorflow as tf
+
+    class Floor(tf.Module):
+        @tf.function(input_signature=[tf.TensorSpec([None], tf.string), tf.TensorSpec([], tf.int32)])
+        def next_word(self, text, k):
+            return {"words": tf.strings.length(text) + k}
+
+        @tf.function(input_signature=[tf.TensorSpec([None], tf.string)])
+        def score(self, text):
+            lengths = tf.strings.length(text)
+            return {"lengths": lengths, "log_prob": lengths}
+
+    module = Floor()
+    path = os.path.join(directory, CALL_FLOOR)
+    tf.saved_model.save(module, path, signatures={"next_word": module.next_word, "score": module.score})
+    return path
+
+
+def measure_alternated(
+    exports: dict[str, str], words: list[str], requests: int, batches: int, rounds: int, call_floor: bool = False
+) -> dict:
     """`measure` for every export, in `rounds` rounds: each round times a share of every export's requests and
-    batches, export after export. Each result adds its score tokens/s per round (`score_rounds`)."""
-    probes = {name: Probe(path, words, requests, batches) for name, path in exports.items()}
+    batches, export after export. Each result adds its score tokens/s per round (`score_rounds`). With
+    `call_floor`, the results also hold CALL_FLOOR: `call_floor_export` timed in the same rounds."""
+    with tempfile.TemporaryDirectory() as directory:  # a loaded SavedModel no longer reads its directory
+        if call_floor:
+            exports = {**exports, CALL_FLOOR: call_floor_export(directory)}
+        probes = {name: Probe(path, words, requests, batches) for name, path in exports.items()}
     latencies = {name: [] for name in exports}
     done = {name: [] for name in exports}  # (tokens, seconds) per round
     for r in range(rounds):

@@ -40,6 +40,11 @@ def test_bad_flag_values_are_one_sentence(module, flag, message):
         (["--rounds=0"], "rounds=0 must be at least 1 and at most requests=500 and batches=40"),
         (["--batches=3"], "rounds=5 must be at least 1 and at most requests=500 and batches=3"),
         (["--serve_only"], "--serve_only needs a finished run of"),
+        (
+            ["--variants=softmax,nope", "--shortlists=6", "--num_sampled=5"],
+            "unknown variants ['nope']; choose from "
+            "['softmax', 'shortlist_6_class', 'shortlist_6_backoff', 'sampled_softmax_5', 'nce_5']",
+        ),
     ],
 )
 def test_large_vocab_bad_flags_are_one_sentence_and_write_nothing(flags, message, tmp_path):
@@ -54,11 +59,13 @@ def test_large_vocab_benchmark_alternates_variants_and_writes_its_table(tmp_path
     paths = helpers.tiny_corpus_files(tmp_path, train=150, valid=20, test=20)
     readme = tmp_path / "README.md"
     readme.write_text("# Benchmarks\n<!-- large_vocab table: begin -->\nold\n<!-- large_vocab table: end -->\ntail\n")
+    names = ["softmax", "shortlist_6_class", "nce_5"]  # of the five (the bad-flag test lists them all)
     flags = [
         f"--output={tmp_path / 'out'}",
         "--epochs=2",
         "--shortlists=6",
         "--num_sampled=5",
+        f"--variants={','.join(names)}",
         "--requests=6",
         "--batches=4",
         "--rounds=2",
@@ -72,9 +79,10 @@ def test_large_vocab_benchmark_alternates_variants_and_writes_its_table(tmp_path
     result = helpers.run_binary("benchmarks.large_vocab", *flags, timeout=900)
     assert result.returncode == 0, result.stderr[-3000:]
     order = [json.loads(line)["variant"] for line in result.stdout.splitlines() if '"epoch"' in line]
-    names = ["softmax", "shortlist_6_class", "shortlist_6_backoff", "sampled_softmax_5", "nce_5"]
     assert order == names + names  # epoch 1 of every variant, then epoch 2
-    saved = json.load(open(tmp_path / "out" / "large_vocab.json"))["results"]
+    written = json.load(open(tmp_path / "out" / "large_vocab.json"))
+    saved = written["results"]
+    assert written["call_floor"]["next_word_ms"]["requests"] == 6  # the one-op signature, timed beside them
     for name in names:
         assert [row["epoch"] for row in saved[name]["epochs"]] == [1, 2]
         assert saved[name]["serving"]["score_tokens_per_second"] > 0
@@ -82,6 +90,7 @@ def test_large_vocab_benchmark_alternates_variants_and_writes_its_table(tmp_path
         assert saved[name]["serving"]["next_word_ms"]["requests"] == 6
     page = readme.read_text()
     assert "old" not in page and "| nce_5 | 2 |" in page and page.endswith("tail\n")
+    assert "A signature of one op" in page
     assert "×;" in page  # score against the full softmax's, per round
 
     again = helpers.run_binary("benchmarks.large_vocab", *flags, "--serve_only", timeout=900)
