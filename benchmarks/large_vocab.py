@@ -177,14 +177,14 @@ def check_flags() -> tuple[dict[str, dict], list[str]]:
     return every, names
 
 
-def main(argv):
+def main(argv, checked):
     from benchmarks import serving_lib
     from nplm_tf.run_dir import RunDir
     from nplm_tf.serving import saved_model
     from pipelines import corpus as corpus_lib
     from pipelines import files
 
-    every, names = check_flags()
+    every, names = checked
     corpus = corpus_flags.corpus_from_flags()
     # --serve_only: the epochs as the last run recorded them
     results, vocab_size = recorded(names) if SERVE_ONLY.value else train_in_turn(names, every, corpus)

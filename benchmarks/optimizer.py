@@ -53,13 +53,12 @@ def check_flags() -> None:
         raise ConfigError(f"steps={STEPS.value} and repeats={REPEATS.value} must be at least 1.")
 
 
-def main(argv):
+def main(argv, _checked):
     import keras
 
     from nplm_tf.config import Config
     from nplm_tf.network import optimizers
 
-    check_flags()
     config = Config(direct=DIRECT.value)
     n1m, h = config.context_size * config.feature_dim, config.hidden_dim
     shapes = [(h, VOCAB), (VOCAB + 1, config.feature_dim), (n1m, h), (h,), (VOCAB,)]

@@ -182,13 +182,12 @@ def check_flags() -> None:
     Config(batch_size=BATCH.value, sync_every=SYNC_EVERY.value, balance_workers=BALANCE.value)  # bad values: now
 
 
-def main(argv):
+def main(argv, _checked):
     if ROLE.value:
         worker_main()
         return
     import statistics
 
-    check_flags()
     ones, manys, shares, ceilings = [], [], [], []
     for _ in range(REPEATS.value):  # alternating, so a slow stretch of the host hits every configuration
         if ONE.value:

@@ -37,11 +37,11 @@ def settings():
     return base, corpus_flags.corpus_from_flags()
 
 
-def main(argv):
+def main(argv, checked):
     from nplm_tf.experiments import table1
 
     start = time.perf_counter()
-    base, corpus = settings()
+    base, corpus = checked  # from settings()
     ngrams = [
         table1.ngram_row(OUTPUT.value, corpus, base, spec)
         for spec in table1.NGRAMS

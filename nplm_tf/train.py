@@ -112,23 +112,22 @@ def config_from_flags() -> Config:
     return config
 
 
-def check_flags() -> Config:
-    """The run's config, once every flag value that can be checked without data or TensorFlow is."""
-    if NUM_CPU_DEVICES.value < 1:
-        raise ConfigError(f"num_cpu_devices={NUM_CPU_DEVICES.value} must be at least 1.")
+def check_flags():
+    """The run's config and corpus, once every flag value that can be checked without data or TensorFlow is
+    (`app.run` calls it first)."""
+    strategies.check_cpu_devices(NUM_CPU_DEVICES.value)
     config = config_from_flags()
     if config.sync_every > 1 and STRATEGY.value != "multi_worker":
         raise ConfigError(
             f"sync_every={config.sync_every} needs --strategy=multi_worker (other strategies "
             "all-reduce gradients every step)."
         )
-    corpus_flags.corpus_from_flags()  # the corpus flags, and its files exist
-    return config
+    return config, corpus_flags.corpus_from_flags()  # the corpus flags checked, and that its files exist
 
 
-def main(argv):
+def main(argv, checked):
     strategies.split_cpu(NUM_CPU_DEVICES.value)
-    config = check_flags()
+    config, corpus = checked
     from nplm_tf import hardware
     from nplm_tf.training import trainer  # builds nothing before the CPU split is set
 
@@ -139,12 +138,10 @@ def main(argv):
     if STRATEGY.value == "multi_worker":  # Keras fit fails under MultiWorkerMirroredStrategy: a custom loop
         from nplm_tf.distributed import multi_worker
 
-        metrics = multi_worker.train_multi_worker(
-            config, MODEL_DIR.value, corpus_flags.corpus_from_flags(), strategy, TAIL_NGRAM_DIR.value
-        )
+        metrics = multi_worker.train_multi_worker(config, MODEL_DIR.value, corpus, strategy, TAIL_NGRAM_DIR.value)
     else:
         metrics = trainer.train_and_evaluate(
-            config, MODEL_DIR.value, corpus_flags.corpus_from_flags(), strategy, tail_ngram_dir=TAIL_NGRAM_DIR.value
+            config, MODEL_DIR.value, corpus, strategy, tail_ngram_dir=TAIL_NGRAM_DIR.value
         )
     print(json.dumps({k: metrics[k] for k in ("valid_perplexity", "test_perplexity", "vocab_size", "tokens")}))
 

@@ -67,7 +67,8 @@ def guarded(
     main: Callable[[list[str]], None], check: Callable[[], object] | None = None
 ) -> Callable[[list[str]], None]:
     """Wraps `main`: user errors print one sentence; Ctrl-C says how to resume. `check` runs first, before
-    TensorFlow loads (seconds on a small machine), so that the flag values it rejects are answered at once."""
+    TensorFlow loads (seconds on a small machine), so that the flag values it rejects are answered at once;
+    `main(argv, checked)` then receives what it returned, so nothing is read twice."""
 
     def wrapped(argv: list[str]) -> None:
         from absl import flags, logging
@@ -77,10 +78,13 @@ def guarded(
         if len(argv) > 1:
             fail(f"unexpected arguments {argv[1:]}; every option is a --flag.", 2)
         try:
-            if check is not None:
-                check()
-            import_tensorflow_quietly()
-            main(argv)
+            if check is None:
+                import_tensorflow_quietly()
+                main(argv)
+            else:
+                checked = check()
+                import_tensorflow_quietly()
+                main(argv, checked)
         except USER_ERRORS as e:
             fail(str(e))
         except KeyboardInterrupt:

@@ -41,30 +41,27 @@ REPORT_ONLY = flags.DEFINE_boolean(
 )
 
 
-def check_flags() -> None:
-    """The flag values that can be checked without data or TensorFlow (`app.run` checks them first)."""
+def check_flags():
+    """The base config and the corpus, once the flag values that can be checked without data or TensorFlow
+    are (`app.run` calls it first)."""
     from nplm_tf.config import Config, ConfigError
 
-    if NUM_CPU_DEVICES.value < 1:
-        raise ConfigError(f"num_cpu_devices={NUM_CPU_DEVICES.value} must be at least 1.")
+    strategies.check_cpu_devices(NUM_CPU_DEVICES.value)
     if MAX_TRIALS.value < 1 or EPOCHS.value < 1:
         raise ConfigError(f"max_trials={MAX_TRIALS.value} and epochs_per_trial={EPOCHS.value} must be at least 1.")
-    if CONFIG_JSON.value:
-        Config.from_json(CONFIG_JSON.value)
-    corpus_flags.corpus_from_flags()
+    base = Config.from_json(CONFIG_JSON.value) if CONFIG_JSON.value else Config()
+    return base, corpus_flags.corpus_from_flags()
 
 
-def main(argv):
+def main(argv, checked):
     strategies.split_cpu(NUM_CPU_DEVICES.value)
     from keras_tuner.src.distribute import utils as dist_utils
 
-    from nplm_tf.config import Config
     from nplm_tf.training.data import prepare_data
     from tuning import hypermodel as hypermodel_lib
     from tuning import search_lib
 
-    base = Config.from_json(CONFIG_JSON.value) if CONFIG_JSON.value else Config()
-    corpus = corpus_flags.corpus_from_flags()
+    base, corpus = checked
     os.makedirs(OUTPUT_DIR.value, exist_ok=True)
     vocab = prepare_data(base, corpus).vocab
     hypermodel = hypermodel_lib.NPLMHyperModel(

@@ -7,12 +7,16 @@ import socket
 from nplm_tf.config import ConfigError
 
 
+def check_cpu_devices(num_devices: int) -> None:
+    if num_devices < 1:
+        raise ConfigError(f"num_cpu_devices={num_devices} must be at least 1.")
+
+
 def split_cpu(num_devices: int) -> None:
     """Splits the CPU into logical devices (before any op runs) for MirroredStrategy."""
     import tensorflow as tf
 
-    if num_devices < 1:
-        raise ConfigError(f"num_cpu_devices={num_devices} must be at least 1.")
+    check_cpu_devices(num_devices)
     if num_devices > 1:
         cpu = tf.config.list_physical_devices("CPU")[0]
         tf.config.set_logical_device_configuration(
