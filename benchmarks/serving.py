@@ -25,11 +25,21 @@ REQUESTS = flags.DEFINE_integer("requests", 2000, "Timed next_word requests.")
 BATCHES = flags.DEFINE_integer("batches", 40, "Timed score batches of 64 requests.")
 
 
+def check_flags() -> None:
+    from pipelines.errors import UserError
+
+    for flag in (REQUESTS, BATCHES):
+        if flag.value < 1:
+            raise UserError(f"{flag.name}={flag.value} must be at least 1.")
+    if not os.path.isfile(os.path.join(EXPORT.value, "saved_model.pb")):
+        raise UserError(f"{EXPORT.value} holds no SavedModel (no saved_model.pb); pass an export version directory.")
+
+
 def directory_bytes(path: str) -> int:
     return sum(os.path.getsize(os.path.join(d, f)) for d, _, files in os.walk(path) for f in files)
 
 
-def main(argv):
+def main(argv, checked):
     import tensorflow as tf
 
     words = [w for line in corpus_flags.corpus_from_flags()["test"].iter_lines() for w in corpus_lib.tokenize(line)]
@@ -59,4 +69,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-    app.run(main)
+    app.run(main, check_flags)

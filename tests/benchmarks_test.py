@@ -37,6 +37,21 @@ def test_bad_flag_values_are_one_sentence(module, flag, message):
 @pytest.mark.parametrize(
     "flags,message",
     [
+        ([], "holds no SavedModel (no saved_model.pb); pass an export version directory"),
+        (["--requests=0"], "requests=0 must be at least 1"),
+        (["--batches=-1"], "batches=-1 must be at least 1"),
+    ],
+)
+def test_serving_bad_flags_are_one_sentence(flags, message, tmp_path):
+    result = helpers.run_binary("benchmarks.serving", f"--export={tmp_path}", *flags)
+    assert result.returncode != 0
+    errors = helpers.error_lines(result.stderr)
+    assert len(errors) == 1 and message in errors[0], result.stderr[-2000:]
+
+
+@pytest.mark.parametrize(
+    "flags,message",
+    [
         (["--rounds=0"], "rounds=0 must be at least 1 and at most requests=500 and batches=40"),
         (["--batches=3"], "rounds=5 must be at least 1 and at most requests=500 and batches=3"),
         (["--serve_only"], "--serve_only needs a finished run of"),
