@@ -12,17 +12,17 @@ import json
 import time
 
 from nplm_tf import train as train_binary  # its flags and config_from_flags
-from pipelines import app, corpus_flags
+from pipelines import app
 
 KENLM_5GRAM_TEST = 200.02  # the Brown protocol, KenLM modified Kneser-Ney order 5, test split
 
 
-def main(argv):
+def main(argv, checked):
     from nplm_tf.training import trainer
 
     start = time.perf_counter()
-    config = train_binary.config_from_flags()
-    metrics = trainer.train_and_evaluate(config, train_binary.MODEL_DIR.value, corpus_flags.corpus_from_flags())
+    config, corpus = checked
+    metrics = trainer.train_and_evaluate(config, train_binary.MODEL_DIR.value, corpus)
     print(
         json.dumps(
             {
@@ -41,4 +41,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-    app.run(main)
+    app.run(main, train_binary.check_flags)  # train's own check of the same flags

@@ -51,7 +51,16 @@ def measure(path: str) -> dict:
     }
 
 
-def main(argv):
+def check() -> None:
+    from pipelines.errors import UserError
+
+    if REPEAT.value < 1:
+        raise UserError(f"repeat={REPEAT.value} must be at least 1.")
+    if FILE.value and not os.path.isfile(FILE.value):
+        raise UserError(f"{FILE.value} is not a file.")
+
+
+def main(argv, checked):
     if FILE.value:
         print(json.dumps(measure(FILE.value)))
         return
@@ -76,4 +85,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-    app.run(main)
+    app.run(main, check)

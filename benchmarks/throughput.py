@@ -69,22 +69,15 @@ def steady_clock():
     return SteadyClock()
 
 
-def main(argv):
-    import statistics
+def check():
+    """The flag values and the configuration they make, before TensorFlow loads."""
+    from nplm_tf.config import STEPS_PER_EXECUTION, Config, ConfigError
 
-    import keras
-
-    from nplm_tf.config import Config, ConfigError
-    from nplm_tf.network import model as model_lib
-    from nplm_tf.network import objectives
-    from nplm_tf.training import trainer
-    from nplm_tf.training.data import prepare_data
-
-    if STEPS.value <= trainer.STEPS_PER_EXECUTION:  # the clock needs two calls of the training function
-        raise ConfigError(f"steps={STEPS.value} must be more than {trainer.STEPS_PER_EXECUTION}.")
+    if STEPS.value <= STEPS_PER_EXECUTION:  # the clock needs two calls of the training function
+        raise ConfigError(f"steps={STEPS.value} must be more than {STEPS_PER_EXECUTION}.")
     if WARMUP.value < 1 or REPEATS.value < 1:
         raise ConfigError(f"warmup_steps={WARMUP.value} and repeats={REPEATS.value} must be at least 1.")
-    config = Config(
+    return Config(
         precision=PRECISION.value,
         optimizer=OPTIMIZER.value,
         direct=DIRECT.value,
@@ -96,6 +89,18 @@ def main(argv):
         loss=LOSS.value,
         num_sampled=NUM_SAMPLED.value,
     )
+
+
+def main(argv, config):
+    import statistics
+
+    import keras
+
+    from nplm_tf.network import model as model_lib
+    from nplm_tf.network import objectives
+    from nplm_tf.training import trainer
+    from nplm_tf.training.data import prepare_data
+
     corpus = corpus_flags.corpus_from_flags()
     data = prepare_data(config, corpus)
     ds = data.dataset(corpus, "train", config, batch_size=config.batch_size, shuffle=True, seed=1).repeat()
@@ -158,4 +163,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-    app.run(main)
+    app.run(main, check)

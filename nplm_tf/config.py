@@ -17,6 +17,11 @@ PRECISIONS = ("float32", "mixed_bfloat16")
 TAILS = ("class", "backoff")
 LOSSES = ("softmax", "sampled_softmax", "nce")
 DEFAULT_TAIL_ORDER = 4
+# Training steps per tf.function call (`training.trainer`): amortizes Keras's per-step Python cost on one
+# replica. Under MirroredStrategy, Keras 3.15's multi-step loop fails ("You must feed a value for
+# placeholder"), so several replicas run one step a call. Defined here, with no TensorFlow loaded, so that
+# a binary can check its flags against it first.
+STEPS_PER_EXECUTION = 32
 
 # Fields that may differ when a run resumes in an existing model directory.
 RESUMABLE_FIELDS = ("epochs", "patience", "jit_compile")

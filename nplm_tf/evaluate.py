@@ -29,7 +29,14 @@ NGRAM_DIR = flags.DEFINE_string(
 PER_TOKEN = flags.DEFINE_string("per_token", None, "Write token<TAB>ln_prob<TAB>log10_prob per predicted token here.")
 
 
-def main(argv):
+def check() -> None:
+    """That --model_dir holds a trained model, before TensorFlow loads."""
+    from nplm_tf import run_dir
+
+    run_dir.check_trained(MODEL_DIR.value)
+
+
+def main(argv, checked):
     import numpy as np
 
     from nplm_tf import run_dir
@@ -87,7 +94,7 @@ def mix_with_ngram(config, vocab, model, split, eval_probs):
 
 
 def run():
-    app.run(main)
+    app.run(main, check)
 
 
 if __name__ == "__main__":

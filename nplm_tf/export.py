@@ -23,7 +23,17 @@ VERSION = flags.DEFINE_integer("version", None, "Version subdirectory (default: 
 MIXTURE = flags.DEFINE_boolean("mixture", True, "Serve the n-gram mixture when MODEL_DIR/mixture.json exists.")
 
 
-def main(argv):
+def check() -> None:
+    """The version and that --model_dir holds a trained model, before TensorFlow loads."""
+    from nplm_tf import run_dir
+    from nplm_tf.config import ConfigError
+
+    if VERSION.value is not None and VERSION.value < 0:
+        raise ConfigError(f"version={VERSION.value} must be a non-negative integer.")
+    run_dir.check_trained(MODEL_DIR.value)
+
+
+def main(argv, checked):
     from nplm_tf.serving import saved_model
 
     path = saved_model.export(MODEL_DIR.value, EXPORT_DIR.value, VERSION.value, MIXTURE.value)
@@ -31,7 +41,7 @@ def main(argv):
 
 
 def run():
-    app.run(main)
+    app.run(main, check)
 
 
 if __name__ == "__main__":

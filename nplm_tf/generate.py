@@ -23,15 +23,22 @@ ALLOW_UNK = flags.DEFINE_boolean("allow_unk", False, "Let <unk> be generated.")
 MIXTURE = flags.DEFINE_boolean("mixture", True, "Use the n-gram mixture when MODEL_DIR/mixture.json exists.")
 
 
-def main(argv):
-    import tensorflow as tf
-
+def check() -> None:
+    """The flag values and that --model_dir holds a trained model, before TensorFlow loads."""
     from nplm_tf import run_dir
     from nplm_tf.config import ConfigError
-    from nplm_tf.serving import saved_model, server
 
     if NUM_SAMPLES.value < 1 or MAX_TOKENS.value < 0:
         raise ConfigError(f"num_samples={NUM_SAMPLES.value} must be >= 1 and max_tokens={MAX_TOKENS.value} >= 0.")
+    run_dir.check_trained(MODEL_DIR.value)
+
+
+def main(argv, checked):
+    import tensorflow as tf
+
+    from nplm_tf import run_dir
+    from nplm_tf.serving import saved_model, server
+
     config, vocab, model = run_dir.load_trained(MODEL_DIR.value)
     ngram, _ = saved_model.load_mixture(MODEL_DIR.value, vocab, config.order) if MIXTURE.value else (None, None)
     serving = server.Server(model, vocab, run_dir.RunDir(MODEL_DIR.value).vocab_path, ngram)
@@ -48,7 +55,7 @@ def main(argv):
 
 
 def run():
-    app.run(main)
+    app.run(main, check)
 
 
 if __name__ == "__main__":

@@ -22,15 +22,22 @@ PLOT_WORDS = flags.DEFINE_integer("plot_words", 300, "Words in the picture.")
 PROJECTOR = flags.DEFINE_boolean("projector", False, "Write the TensorBoard projector files into MODEL_DIR/logs.")
 
 
-def main(argv):
+def check() -> None:
+    """The flag values and that --model_dir holds a trained model, before TensorFlow loads."""
     from nplm_tf import run_dir
     from nplm_tf.config import ConfigError
-    from nplm_tf.tools import embeddings
 
     if K.value < 1 or PLOT_WORDS.value < 2:
         raise ConfigError(f"k={K.value} must be >= 1 and plot_words={PLOT_WORDS.value} >= 2.")
     if not (WORDS.value or PLOT.value or PROJECTOR.value):
         raise ConfigError("nothing to do: give --words, --plot or --projector.")
+    run_dir.check_trained(MODEL_DIR.value)
+
+
+def main(argv, checked):
+    from nplm_tf import run_dir
+    from nplm_tf.tools import embeddings
+
     _, vocab, model = run_dir.load_trained(MODEL_DIR.value)
     table = embeddings.features(model)
     index = {w: i for i, w in enumerate(vocab.words)}
@@ -50,7 +57,7 @@ def main(argv):
 
 
 def run():
-    app.run(main)
+    app.run(main, check)
 
 
 if __name__ == "__main__":

@@ -27,19 +27,26 @@ MIN_COUNT = flags.DEFINE_integer("min_count", 4, "Words seen fewer times in trai
 ARPA = flags.DEFINE_boolean("arpa", True, "Also write model.arpa.")
 
 
-def main(argv):
-    from nplm_tf.baselines import build
-
+def check():
+    """The flag values, and the corpus they name (its files exist), before TensorFlow loads."""
     if MIN_COUNT.value < 1:
         raise UserError(f"min_count={MIN_COUNT.value} must be at least 1.")
-    metrics = build.train_ngram(
-        ORDER.value, OUTPUT.value, corpus_flags.corpus_from_flags(), MIN_COUNT.value, ARPA.value, SMOOTHING.value
-    )
+    if ORDER.value < 1:
+        raise UserError(f"order={ORDER.value} must be at least 1.")
+    if SMOOTHING.value == "interpolated" and ORDER.value != 3:
+        raise UserError(f"the interpolated model is a trigram; use --order=3 (got {ORDER.value}).")
+    return corpus_flags.corpus_from_flags()
+
+
+def main(argv, corpus):
+    from nplm_tf.baselines import build
+
+    metrics = build.train_ngram(ORDER.value, OUTPUT.value, corpus, MIN_COUNT.value, ARPA.value, SMOOTHING.value)
     print(json.dumps({k: metrics[k] for k in ("order", "valid_perplexity", "test_perplexity", "vocab_size")}))
 
 
 def run():
-    app.run(main)
+    app.run(main, check)
 
 
 if __name__ == "__main__":

@@ -34,15 +34,22 @@ def format_line(score, order: int) -> str:
     return "\t".join([*fields, f"Total: {score.total:.8g} OOV: {oov}"])
 
 
-def main(argv):
+def check() -> None:
+    """The flag values and that --model_dir holds a trained model, before TensorFlow loads."""
+    from nplm_tf import run_dir
     from nplm_tf.config import ConfigError
-    from nplm_tf.tools import lines as lines_lib
-    from nplm_tf.tools.text_input import read_lines
 
     if NGRAM_ONLY.value and not NGRAM_DIR.value:
         raise ConfigError("--ngram_only needs --ngram_dir.")
     if BATCH_LINES.value < 1:
         raise ConfigError(f"batch_lines={BATCH_LINES.value} must be at least 1.")
+    run_dir.check_trained(MODEL_DIR.value)
+
+
+def main(argv, checked):
+    from nplm_tf.tools import lines as lines_lib
+    from nplm_tf.tools.text_input import read_lines
+
     mode = "network" if not NGRAM_DIR.value else "ngram" if NGRAM_ONLY.value else "mixture"
     scorer = lines_lib.LineScorer(MODEL_DIR.value, NGRAM_DIR.value, mode)
     order = scorer.ngram.order if mode == "ngram" else scorer.config.order
@@ -76,7 +83,7 @@ def main(argv):
 
 
 def run():
-    app.run(main)
+    app.run(main, check)
 
 
 if __name__ == "__main__":

@@ -22,16 +22,23 @@ FEATURE_NAME = flags.DEFINE_string("feature_name", "NPLM", "Name of the appended
 BATCH_LINES = flags.DEFINE_integer("batch_lines", 10_000, "Hypotheses read and scored together.")
 
 
-def main(argv):
+def check() -> None:
+    """The flag values and that --model_dir holds a trained model, before TensorFlow loads."""
+    from nplm_tf import run_dir
     from nplm_tf.config import ConfigError
-    from nplm_tf.tools import lines as lines_lib
-    from nplm_tf.tools import nbest
-    from nplm_tf.tools.text_input import read_lines
 
     if BATCH_LINES.value < 1:
         raise ConfigError(f"batch_lines={BATCH_LINES.value} must be at least 1.")
     if not FEATURE_NAME.value or any(c.isspace() for c in FEATURE_NAME.value) or "=" in FEATURE_NAME.value:
         raise ConfigError(f"feature_name={FEATURE_NAME.value!r} must be one word without '='.")
+    run_dir.check_trained(MODEL_DIR.value)
+
+
+def main(argv, checked):
+    from nplm_tf.tools import lines as lines_lib
+    from nplm_tf.tools import nbest
+    from nplm_tf.tools.text_input import read_lines
+
     scorer = lines_lib.LineScorer(MODEL_DIR.value, NGRAM_DIR.value, "mixture" if NGRAM_DIR.value else "network")
     entries, bad = [], 0
 
@@ -63,7 +70,7 @@ def main(argv):
 
 
 def run():
-    app.run(main)
+    app.run(main, check)
 
 
 if __name__ == "__main__":

@@ -134,18 +134,26 @@ class RunDir:
         files.write_json(self.file(MIXTURE), mixture)
 
 
+def check_trained(model_dir: str) -> RunDir:
+    """The run at `model_dir` if it holds a trained model (a configuration and trained weights), else the
+    ConfigError that says what is missing. Reads no weights and needs no TensorFlow: binaries call it in
+    their flag check."""
+    run = RunDir(model_dir)
+    if not run.has_config():
+        raise ConfigError(f"{model_dir} holds no trained model (no {CONFIG}); train one with nplm_tf.train.")
+    if not os.path.isfile(run.best_weights):
+        raise ConfigError(f"{model_dir} has no trained weights yet ({BEST_WEIGHTS}); train at least one epoch.")
+    return run
+
+
 def load_trained(model_dir: str):
     """The (config, vocabulary, best-by-validation Keras model) of a training run (a short list's with its tail)."""
     from nplm_tf.network import model as model_lib  # Keras and TensorFlow only when a model is loaded
     from nplm_tf.training import tail as tail_lib
 
-    run = RunDir(model_dir)
-    if not run.has_config():
-        raise ConfigError(f"{model_dir} holds no trained model (no {CONFIG}); train one with nplm_tf.train.")
+    run = check_trained(model_dir)
     config = run.read_config()
     vocab = run.load_vocab()
-    if not os.path.isfile(run.best_weights):
-        raise ConfigError(f"{model_dir} has no trained weights yet ({BEST_WEIGHTS}); train at least one epoch.")
     model = model_lib.build_model(config, vocab.size)
     model.load_weights(run.best_weights)
     model_lib.attach_tail(model, tail_lib.load_tail(run, config))

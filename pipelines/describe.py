@@ -13,12 +13,16 @@ from pipelines.errors import UserError
 MIN_COUNT = flags.DEFINE_integer("min_count", 4, "Words seen fewer times in train become <unk>.")
 
 
-def main(argv):
-    from pipelines import vocabulary
-
+def check():
+    """The flag values, and the corpus they name (its files exist), before TensorFlow loads."""
     if MIN_COUNT.value < 1:
         raise UserError(f"min_count={MIN_COUNT.value} must be at least 1.")
-    corpus = corpus_flags.corpus_from_flags()
+    return corpus_flags.corpus_from_flags()
+
+
+def main(argv, corpus):
+    from pipelines import vocabulary
+
     vocab = vocabulary.build(corpus["train"], MIN_COUNT.value)
     known = set(vocab.words)
     summary = {"corpus": corpus.name, "vocab_size": vocab.size, "tokens": {}, "lines": {}, "oov_rate": {}}
@@ -32,7 +36,7 @@ def main(argv):
 
 
 def run():
-    app.run(main)
+    app.run(main, check)
 
 
 if __name__ == "__main__":

@@ -12,11 +12,13 @@ import collections
 import dataclasses
 import os
 from collections.abc import Iterable
-
-import tensorflow as tf
+from typing import TYPE_CHECKING
 
 from pipelines import corpus as corpus_lib
 from pipelines import files
+
+if TYPE_CHECKING:
+    import tensorflow as tf
 
 EOS, UNK, BOS = "</s>", "<unk>", "<s>"
 
@@ -57,6 +59,8 @@ class Vocabulary:
 
     def lookup_table(self) -> tf.lookup.StaticHashTable:
         """token string -> id; unknown tokens -> <unk>. `<s>` is never looked up."""
+        import tensorflow as tf  # here, so that reading a vocabulary (a binary's flag check) does not load it
+
         init = tf.lookup.KeyValueTensorInitializer(
             tf.constant(self.words[2:], tf.string),
             tf.range(2, self.size, dtype=tf.int64),

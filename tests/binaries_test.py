@@ -185,3 +185,25 @@ def test_interrupted_training_resumes(sig, code, data, tmp_path):
     assert 2 <= first_new <= len(recorded) + 1  # resumed, not restarted
     history = json.load(open(os.path.join(model_dir, "history.json")))
     assert len(history) == 30 and history["0"] == recorded["0"]
+
+
+@pytest.mark.parametrize(
+    "module,flags,message",
+    [
+        ("nplm_tf.ngram", ["--output=OUT", "--order=0"], "order=0 must be at least 1."),
+        (
+            "nplm_tf.ngram",
+            ["--output=OUT", "--smoothing=interpolated"],
+            "the interpolated model is a trigram; use --order=3 (got 5).",
+        ),
+        ("pipelines.describe", ["--min_count=0"], "min_count=0 must be at least 1."),
+        ("benchmarks.brown", ["--model_dir=OUT", "--shortlist=-1"], "shortlist=-1 must be >= 0"),
+        ("benchmarks.pipeline", ["--repeat=0"], "repeat=0 must be at least 1."),
+    ],
+)
+def test_more_binaries_check_their_flags_first_and_write_nothing(module, flags, message, tmp_path):
+    out = tmp_path / "out"
+    result = helpers.run_binary(module, *(flag.replace("OUT", str(out)) for flag in flags))
+    errors = helpers.error_lines(result.stderr)
+    assert result.returncode != 0 and len(errors) == 1 and message in errors[0], result.stderr[-2000:]
+    assert not out.exists()

@@ -3,6 +3,7 @@
 import itertools
 import json
 import os
+import shutil
 import subprocess
 import sys
 
@@ -244,3 +245,43 @@ def test_bad_input_to_the_tools(trained, tmp_path):
         result = run_with_input(module, "", f"--model_dir={tmp_path}", *extra)
         errors = helpers.error_lines(result.stderr.decode())
         assert result.returncode != 0 and len(errors) == 1 and "holds no trained model" in errors[0], module
+
+
+CHECK_BEFORE_TENSORFLOW = """
+import sys
+from absl import flags
+from nplm_tf.config import ConfigError
+import {module} as tool
+flags.FLAGS(["tool", *sys.argv[1:]])
+try:
+    tool.check()
+except ConfigError as e:
+    print("error:", e)
+print("tensorflow loaded:", "tensorflow" in sys.modules)
+"""
+
+
+@pytest.mark.parametrize(
+    "module",
+    ["nplm_tf.query", "nplm_tf.rescore", "nplm_tf.generate", "nplm_tf.neighbors", "nplm_tf.evaluate", "nplm_tf.export"],
+)
+def test_the_tools_say_a_model_directory_holds_no_model_before_tensorflow_loads(module, trained, tmp_path):
+    partial = tmp_path / "partial"
+    partial.mkdir()
+    shutil.copy(os.path.join(trained["model"], "config.json"), partial / "config.json")  # no epoch finished yet
+    extra = ["--words=cat"] if module == "nplm_tf.neighbors" else []
+    for model_dir, message in [
+        (tmp_path, "holds no trained model (no config.json); train one with nplm_tf.train."),
+        (partial, "has no trained weights yet (best.weights.h5); train at least one epoch."),
+    ]:
+        result = subprocess.run(
+            [sys.executable, "-c", CHECK_BEFORE_TENSORFLOW.format(module=module), f"--model_dir={model_dir}", *extra],
+            cwd=helpers.ROOT,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert result.stdout.splitlines() == [f"error: {model_dir} {message}", "tensorflow loaded: False"], (
+            module,
+            result.stderr[-2000:],
+        )

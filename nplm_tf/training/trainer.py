@@ -14,7 +14,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from nplm_tf.config import Config, ConfigError
+from nplm_tf.config import STEPS_PER_EXECUTION, Config, ConfigError
 from nplm_tf.network import model as model_lib
 from nplm_tf.network import objectives, scoring
 from nplm_tf.run_dir import RunDir
@@ -27,11 +27,6 @@ from nplm_tf.training.data import Data, prepare_data
 from pipelines import corpus as corpus_lib
 from pipelines import files
 from pipelines import vocabulary as vocab_lib
-
-# Steps per tf.function call: amortizes Keras's per-step Python cost on one
-# replica. Under MirroredStrategy, Keras 3.15's multi-step loop fails ("You
-# must feed a value for placeholder"), so several replicas run one step a call.
-STEPS_PER_EXECUTION = 32
 
 
 def check_model_dir(config: Config, model_dir: str) -> None:
