@@ -29,12 +29,11 @@ ARPA = flags.DEFINE_boolean("arpa", True, "Also write model.arpa.")
 
 def check():
     """The flag values, and the corpus they name (its files exist), before TensorFlow loads."""
+    from nplm_tf.baselines import build
+
     if MIN_COUNT.value < 1:
         raise UserError(f"min_count={MIN_COUNT.value} must be at least 1.")
-    if ORDER.value < 1:
-        raise UserError(f"order={ORDER.value} must be at least 1.")
-    if SMOOTHING.value == "interpolated" and ORDER.value != 3:
-        raise UserError(f"the interpolated model is a trigram; use --order=3 (got {ORDER.value}).")
+    build.check_options(ORDER.value, SMOOTHING.value)
     return corpus_flags.corpus_from_flags()
 
 

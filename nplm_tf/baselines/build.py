@@ -61,6 +61,17 @@ def load(directory: str):
 SMOOTHINGS = ("kneser_ney", "interpolated")
 
 
+def check_options(order: int, smoothing: str) -> None:
+    """`train_ngram`'s order and smoothing, checked (no data or TensorFlow needed: `nplm_tf.ngram` checks its
+    flags with it before TensorFlow loads)."""
+    if order < 1:
+        raise kn.NgramError(f"order={order} must be at least 1.")
+    if smoothing not in SMOOTHINGS:
+        raise kn.NgramError(f"smoothing={smoothing!r} must be one of {SMOOTHINGS}.")
+    if smoothing == "interpolated" and order != 3:
+        raise kn.NgramError(f"the interpolated model is a trigram; use --order=3 (got {order}).")
+
+
 def train_ngram(
     order: int,
     output_dir: str,
@@ -74,12 +85,7 @@ def train_ngram(
     `kneser_ney`: interpolated modified Kneser-Ney of `order`, with an ARPA
     export. `interpolated`: the paper's deleted-interpolation trigram (order 3).
     """
-    if order < 1:
-        raise kn.NgramError(f"order={order} must be at least 1.")
-    if smoothing not in SMOOTHINGS:
-        raise kn.NgramError(f"smoothing={smoothing!r} must be one of {SMOOTHINGS}.")
-    if smoothing == "interpolated" and order != 3:
-        raise kn.NgramError(f"the interpolated model is a trigram; use --order=3 (got {order}).")
+    check_options(order, smoothing)
     for name in corpus_lib.SPLITS:
         corpus_lib.check_split(corpus[name], 1)
     os.makedirs(output_dir, exist_ok=True)
