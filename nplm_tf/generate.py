@@ -16,7 +16,7 @@ MODEL_DIR = flags.DEFINE_string("model_dir", None, "A directory written by nplm_
 PROMPT = flags.DEFINE_string("prompt", "", "The text to continue (tokenized as in training).")
 MAX_TOKENS = flags.DEFINE_integer("max_tokens", 20, "Most words to add (stops earlier at </s>).")
 TEMPERATURE = flags.DEFINE_float("temperature", 1.0, "Sampling temperature; <= 0 is greedy.")
-TOP_K = flags.DEFINE_integer("top_k", 0, "Sample among the k most probable words; <= 0: all.")
+TOP_K = flags.DEFINE_integer("top_k", 0, "Sample among the k most probable words (next_word's k best); <= 0: all.")
 SEED = flags.DEFINE_integer("seed", 0, "Seed of the (stateless) sampling: the same seed gives the same text.")
 NUM_SAMPLES = flags.DEFINE_integer("num_samples", 1, "Continuations of the prompt (the rows of one batch).")
 ALLOW_UNK = flags.DEFINE_boolean("allow_unk", False, "Let <unk> be generated.")

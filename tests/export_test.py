@@ -219,8 +219,10 @@ def test_mixture_export_serves_evaluates_probabilities(run, tmp_path, smoothing)
     lam = weights[mixture.frequency_buckets(ngram.context_counts(arrays), len(weights))]
     expected = mixture.mix(p_nn, ngram.token_probabilities(arrays), lam)
     np.testing.assert_allclose(np.exp(served_ln), expected, atol=1e-5, rtol=1e-5)
-    top = tf.saved_model.load(path).signatures["next_word"](text=tf.constant(["the cat"]), k=tf.constant(vocab.size))
+    served = tf.saved_model.load(path)
+    top = served.signatures["next_word"](text=tf.constant(["the cat"]), k=tf.constant(vocab.size))
     assert top["probabilities"].numpy().sum() == pytest.approx(1.0, abs=1e-4)
+    helpers.check_top_k_generation(served, "the cat", k=3)  # the mixture's ranking
 
 
 @pytest.mark.parametrize("order", [1, 2, 3, "interpolated"])
@@ -263,3 +265,7 @@ def test_export_binary_never_overwrites_and_says_why(run, tmp_path):
     assert sorted(os.listdir(out)) == ["7"]  # no staging directory left behind
     empty = helpers.run_binary("nplm_tf.export", f"--model_dir={tmp_path / 'nothing'}", f"--export_dir={out}")
     assert empty.returncode == 1 and "no trained model" in helpers.error_lines(empty.stderr)[0]
+
+
+def test_top_k_generation_draws_among_next_words_best_in_proportion(served):
+    helpers.check_top_k_generation(served, "the cat", k=3)

@@ -104,3 +104,31 @@ def run_binary(module: str, *args: str, env: dict | None = None, timeout: int = 
 def error_lines(stderr: str) -> list[str]:
     """The binary's own error sentences (TensorFlow's start-up log lines left out)."""
     return [line for line in stderr.splitlines() if line.startswith("error: ")]
+
+
+def check_top_k_generation(served, prompt: str, k: int, rows: int = 3000, temperature: float = 0.7) -> None:
+    """A SavedModel's `generate` with top_k = k: each row's first word is one of `next_word`'s k best that
+    is not `<unk>`, drawn with probability ∝ P^(1/temperature) (within 4.5 standard errors over `rows` rows),
+    and greedy generation takes the best of them."""
+    import numpy as np
+    import tensorflow as tf
+
+    best = served.signatures["next_word"](text=tf.constant([prompt]), k=tf.constant(k + 1))
+    words = [w.decode() for w in best["words"].numpy()[0]]
+    probs = best["probabilities"].numpy()[0].astype(np.float64)
+    kept = [i for i, w in enumerate(words) if w != "<unk>"][:k]
+    expected = probs[kept] ** (1 / temperature)
+    expected /= expected.sum()
+    args = dict(max_tokens=tf.constant(1), top_k=tf.constant(k), seed=tf.constant(7, tf.int64))
+    drawn = served.signatures["generate"](
+        prompt=tf.constant([prompt] * rows), temperature=tf.constant(temperature), allow_unk=tf.constant(False), **args
+    )["continuation"].numpy()
+    drawn = [w.decode() for w in drawn]
+    assert set(drawn) <= {words[i] for i in kept}, (set(drawn), [words[i] for i in kept])
+    frequency = np.array([drawn.count(words[i]) for i in kept]) / rows
+    error = np.sqrt(expected * (1 - expected) / rows)
+    assert np.all(np.abs(frequency - expected) <= 4.5 * error + 1e-9), (frequency, expected)
+    greedy = served.signatures["generate"](
+        prompt=tf.constant([prompt]), temperature=tf.constant(0.0), allow_unk=tf.constant(False), **args
+    )["continuation"].numpy()[0]
+    assert greedy.decode() == words[kept[0]]

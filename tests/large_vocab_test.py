@@ -215,6 +215,7 @@ def test_a_short_list_model_resumes_exports_and_serves_evaluates_probabilities(t
     assert set(top["words"].numpy()[0].astype(str)) == set(vocab_words)
     few = served.signatures["next_word"](text=tf.constant(["the cat"]), k=tf.constant(5))  # ranked, not dense
     np.testing.assert_allclose(few["probabilities"].numpy(), top["probabilities"].numpy()[:, :5], rtol=1e-6)
+    helpers.check_top_k_generation(served, "the cat", k=4)  # drawn among the ranked words, no dense distribution
 
 
 def bad_cases(root):

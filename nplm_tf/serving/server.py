@@ -169,19 +169,22 @@ class Server(tf.Module):
 
     # ------------------------------------------------------------ signatures --
 
-    def next_word(self, text: tf.Tensor, k: tf.Tensor) -> dict[str, tf.Tensor]:
-        k = tf.clip_by_value(tf.cast(k, tf.int32), 0, self.vocab_size)
-        context = self.last_context(text)
+    def top_words(self, context: tf.Tensor, k: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
+        """(B, n-1) oldest first -> the k most probable next words over all |V|, most probable first: P (B, k)
+        float64 and ids (B, k) int64; ties go to the lower id. `k` must be in [0, |V|]."""
         if self.ngram is None and self.tail is None:  # softmax is monotone: rank the logits, normalize the k kept
             logits = self.network_logits(context)
             top = tf.math.top_k(logits, k=k)
             values = tf.exp(top.values - tf.reduce_logsumexp(logits, axis=1, keepdims=True))
-            ids = tf.cast(top.indices, tf.int64)
-        elif self.ngram is None:  # a short list: rank the list and the tail's candidates, not all of |V|
-            values, ids = self.tail.top_k(self.network_logits(context), context, k)
-        else:
-            top = tf.math.top_k(self.distribution(context), k=k)
-            values, ids = top.values, tf.cast(top.indices, tf.int64)
+            return tf.cast(values, tf.float64), tf.cast(top.indices, tf.int64)
+        if self.ngram is None:  # a short list: rank the list and the tail's candidates, not all of |V|
+            return self.tail.top_k(self.network_logits(context), context, k)
+        top = tf.math.top_k(self.distribution(context), k=k)
+        return top.values, tf.cast(top.indices, tf.int64)
+
+    def next_word(self, text: tf.Tensor, k: tf.Tensor) -> dict[str, tf.Tensor]:
+        k = tf.clip_by_value(tf.cast(k, tf.int32), 0, self.vocab_size)
+        values, ids = self.top_words(self.last_context(text), k)
         return {"words": self.word(ids), "probabilities": tf.cast(values, tf.float32), "ids": tf.cast(ids, tf.int32)}
 
     def score(self, text: tf.Tensor) -> dict[str, tf.Tensor]:
@@ -204,29 +207,44 @@ class Server(tf.Module):
     def generate(self, prompt, max_tokens, temperature, top_k, seed, allow_unk=False) -> dict[str, tf.Tensor]:
         """Samples up to max_tokens words per prompt; greedy when temperature <= 0; stops at `</s>`.
 
-        Unless `allow_unk`, `<unk>` is never chosen: the other words' probabilities are renormalized.
+        With top_k > 0 each word is drawn among `next_word`'s k best (ties to the lower id), which `top_words`
+        finds without the (B, |V|) distribution; top_k <= 0 draws from every word. Unless `allow_unk`,
+        `<unk>` is never chosen: the other words' probabilities are renormalized.
         """
-        exclude = tf.one_hot(self.unk_id, self.vocab_size, on_value=True, off_value=False) & ~tf.cast(
-            allow_unk, tf.bool
-        )
+        allow_unk = tf.cast(allow_unk, tf.bool)
+        exclude = tf.one_hot(self.unk_id, self.vocab_size, on_value=True, off_value=False) & ~allow_unk
         steps = tf.clip_by_value(tf.cast(max_tokens, tf.int32), 0, MAX_GENERATE)
         temperature = tf.cast(temperature, tf.float64)
         top_k = tf.clip_by_value(tf.cast(top_k, tf.int32), 0, self.vocab_size)
         seed = tf.cast(seed, tf.int64)
+        greedy_only = temperature <= 0
+        # The words one step ranks: 1 when greedy, else top_k; one more when <unk> may have to be skipped.
+        wanted = tf.where(greedy_only, 1, top_k)
+        ranked = tf.minimum(wanted + tf.where(allow_unk, 0, 1), self.vocab_size)
         context = self.last_context(prompt)  # (B, n-1)
         rows = tf.shape(context)[0]
         generated = tf.zeros([rows, 0], tf.int64)  # (B, steps so far)
 
-        def step(i, context, done, generated):
+        def draw(logits: tf.Tensor, i) -> tf.Tensor:  # (B, candidates) -> (B,) the candidate drawn
+            return tf.random.stateless_categorical(logits, 1, seed=tf.stack([seed, tf.cast(i, tf.int64)]))[:, 0]
+
+        def among_best(context, i):
+            values, ids = self.top_words(context, ranked)  # (B, ranked), most probable first
+            usable = (ids != self.unk_id) | allow_unk
+            kept = usable & (tf.cumsum(tf.cast(usable, tf.int32), axis=1) <= wanted)
+            greedy = tf.gather(ids, tf.argmax(tf.cast(kept, tf.int32), axis=1), batch_dims=1)
+            logits = tf.where(kept, tf.math.log(values) / tf.maximum(temperature, 1e-6), tf.constant(-1e30, tf.float64))
+            sampled = tf.gather(ids, draw(logits, i), batch_dims=1)
+            return tf.where(greedy_only, greedy, sampled)
+
+        def among_all(context, i):
             probs = self.distribution(context)  # (B, |V|)
             probs = tf.where(exclude[None, :], tf.constant(0.0, tf.float64), probs)
             probs = probs / tf.reduce_sum(probs, axis=1, keepdims=True)
-            greedy = tf.argmax(probs, axis=1)
-            kth = tf.math.top_k(probs, k=tf.maximum(top_k, 1)).values[:, -1:]  # (B, 1)
-            keep = (top_k <= 0) | (probs >= kth)
-            logits = tf.where(keep, tf.math.log(probs) / tf.maximum(temperature, 1e-6), tf.constant(-1e30, tf.float64))
-            sampled = tf.random.stateless_categorical(logits, 1, seed=tf.stack([seed, tf.cast(i, tf.int64)]))[:, 0]
-            word = tf.where(temperature > 0, sampled, greedy)
+            return draw(tf.math.log(probs) / tf.maximum(temperature, 1e-6), i)
+
+        def step(i, context, done, generated):
+            word = tf.cond(greedy_only | (top_k > 0), lambda: among_best(context, i), lambda: among_all(context, i))
             word = tf.where(done, tf.constant(self.eos_id, tf.int64), word)
             context = tf.concat([context[:, 1:], word[:, None]], axis=1)
             return i + 1, context, done | (word == self.eos_id), tf.concat([generated, word[:, None]], axis=1)
