@@ -132,3 +132,29 @@ def check_top_k_generation(served, prompt: str, k: int, rows: int = 3000, temper
         prompt=tf.constant([prompt]), temperature=tf.constant(0.0), allow_unk=tf.constant(False), **args
     )["continuation"].numpy()[0]
     assert greedy.decode() == words[kept[0]]
+
+
+def check_sampled_generation(served, prompt: str, rows: int = 4000) -> None:
+    """A SavedModel's `generate` at temperature 1 over every word (top_k = 0): each row's first word is drawn
+    with its `next_word` probability, `<unk>` left out and the rest renormalized (within 5 standard errors
+    over `rows` rows); `</s>` is drawn as an empty continuation."""
+    import numpy as np
+    import tensorflow as tf
+
+    ranked = served.signatures["next_word"](text=tf.constant([prompt]), k=tf.constant(1_000_000))
+    words = [w.decode() for w in ranked["words"].numpy()[0]]
+    expected = np.where(np.array(words) == "<unk>", 0.0, ranked["probabilities"].numpy()[0].astype(np.float64))
+    expected /= expected.sum()
+    drawn = served.signatures["generate"](
+        prompt=tf.constant([prompt] * rows),
+        max_tokens=tf.constant(1),
+        temperature=tf.constant(1.0),
+        top_k=tf.constant(0),
+        seed=tf.constant(11, tf.int64),
+        allow_unk=tf.constant(False),
+    )["continuation"].numpy()
+    drawn = [w.decode() or "</s>" for w in drawn]
+    assert set(drawn) <= {w for w, p in zip(words, expected) if p > 0}, set(drawn)
+    frequency = np.array([drawn.count(w) for w in words]) / rows
+    error = np.sqrt(expected * (1 - expected) / rows)
+    assert np.all(np.abs(frequency - expected) <= 5 * error + 1e-9), np.abs(frequency - expected).max()

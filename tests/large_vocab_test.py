@@ -158,6 +158,33 @@ def test_sampled_training_lowers_the_exact_perplexity_and_scores_as_a_full_softm
     )
 
 
+@pytest.mark.parametrize(
+    "tail_kind,list_size,order",
+    [("class", 6, 4), ("backoff", 6, 4), ("class", 10, 3), ("backoff", 6, 2), ("class", 6, 1), ("class", V, 4)],
+)
+def test_sampling_without_the_whole_distribution_draws_from_it(tail_kind, list_size, order):
+    """`sample` draws each word with its `distribution` probability (renormalized without a banned word): the
+    list from the network, the tail level by level from the n-gram's discounted parts. Weighting the levels
+    without the longer suffixes' γ, or drawing from p instead of p̃, fails it (both tried)."""
+    tail = ShortListTail(random_ngram(order, seed=3), list_size, tail_kind)
+    tail.rank_tail()
+    seen = [line[i : i + 4] for line in random_lines(3) for i in range(len(line) - 3)][:10]  # long suffixes seen
+    contexts = tf.concat([random_contexts(2, count=10), tf.constant(seen, tf.int64)], axis=0)
+    outputs = list_size + 1 if tail_kind == "class" else list_size
+    logits = tf.random.stateless_normal([20, outputs], seed=[3, 4]) * 2
+    distribution = tail.distribution(logits, contexts).numpy()
+    draws = 10_000
+    rows = tf.repeat(tf.range(20), draws)
+    for ban in (False, True):
+        drawn = tail.sample(tf.gather(logits, rows), tf.gather(contexts, rows), tf.constant([5, 9]), 1, ban)
+        drawn = drawn.numpy().reshape(20, draws)
+        expected = np.where(np.arange(V) == 1, 0.0, distribution) if ban else distribution
+        expected = expected / expected.sum(axis=1, keepdims=True)  # a class tail listing all V drops the tail output
+        frequency = np.stack([np.bincount(row, minlength=V) for row in drawn]) / draws
+        error = np.sqrt(expected * (1 - expected) / draws)
+        assert np.all(np.abs(frequency - expected) <= 5 * error + 1e-9), np.abs(frequency - expected).max()
+
+
 @pytest.fixture(scope="module")
 def files_flags(tmp_path_factory):
     paths = helpers.tiny_corpus_files(tmp_path_factory.mktemp("lv"), train=150, valid=20, test=20)
@@ -216,6 +243,7 @@ def test_a_short_list_model_resumes_exports_and_serves_evaluates_probabilities(t
     few = served.signatures["next_word"](text=tf.constant(["the cat"]), k=tf.constant(5))  # ranked, not dense
     np.testing.assert_allclose(few["probabilities"].numpy(), top["probabilities"].numpy()[:, :5], rtol=1e-6)
     helpers.check_top_k_generation(served, "the cat", k=4)  # drawn among the ranked words, no dense distribution
+    helpers.check_sampled_generation(served, "the cat")  # temperature 1, every word: drawn from the parts
 
 
 def bad_cases(root):

@@ -174,11 +174,16 @@ class KneserNey:
         base = float(self.orders[1].prob[:list_size].sum())
         deltas = []
         for k in range(2, self.order + 1):
-            o, lower = self.orders[k], self.orders[k - 1]
-            own = o.prob - lower.backoff[o.context] * lower.prob[o.suffix]  # p̃(w | h) of each seen (h, w)
+            o, own = self.orders[k], self.discounted(k)
             listed = o.word < list_size
-            deltas.append(np.bincount(o.context[listed], weights=own[listed], minlength=lower.keys.size))
+            deltas.append(np.bincount(o.context[listed], weights=own[listed], minlength=self.orders[k - 1].keys.size))
         return base, deltas
+
+    def discounted(self, k: int) -> np.ndarray:
+        """p̃(w | h) of each seen k-gram (h, w), k ≥ 2, in key order: p(w | h) less its share from the shorter
+        context, γ(h)·p(w | h')."""
+        o, lower = self.orders[k], self.orders[k - 1]
+        return o.prob - lower.backoff[o.context] * lower.prob[o.suffix]
 
     # ------------------------------------------------------- serialization --
 

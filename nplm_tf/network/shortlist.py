@@ -14,6 +14,8 @@ Contexts are (batch, c) int64 ids, oldest first, `<s>`-padded.
 
 from __future__ import annotations
 
+import types
+
 import numpy as np
 import tensorflow as tf
 
@@ -43,6 +45,10 @@ class ShortListTail(tf.Module):
         base, deltas = ngram.list_mass_tables(list_size)
         self.base_mass = tf.constant(base, tf.float64)
         self.deltas = [tf.Variable(d, dtype=tf.float64, trainable=False) for d in deltas]
+        # p̃(w | h) of each seen tail n-gram, orders 2..K in key order, for `rank_tail` (a namespace: not tracked)
+        self._discounted = types.SimpleNamespace(
+            orders=[ngram.discounted(k)[ngram.orders[k].word >= list_size] for k in range(2, ngram.order + 1)]
+        )
         self.ranked_words = None
 
     def rank_tail(self) -> None:
@@ -52,7 +58,9 @@ class ShortListTail(tf.Module):
         (`context_offsets`); `starts[g]` is where context g's tail successors begin in `ranked_words` /
         `ranked_probs` (CSR offsets, one per context plus one), sorted by p_k(w | h) within each. Order 1 ranks
         the whole tail by its unigram probability (`head`, `head_probs`). Each table ends with a word -1 of
-        probability 0, so that it is never empty.
+        probability 0, so that it is never empty. What `sample` reads: `ranked_cumulative[i]`, the sum of p̃ over
+        the entries before i (so a context's tail mass in p̃ is the difference at its two offsets), and
+        `head_cumulative`, the same over `head`'s unigram probabilities.
         """
         if self.ranked_words is not None:
             return
@@ -61,25 +69,29 @@ class ShortListTail(tf.Module):
         head = n + np.argsort(-unigram[n : ngram.vocab_size], kind="stable")
         self.head = tf.Variable(np.append(head, -1).astype(np.int64), trainable=False)
         self.head_probs = tf.Variable(np.append(unigram[head], 0.0), dtype=tf.float64, trainable=False)
-        offsets, starts, words, probs = [], [], [], []
+        self.head_cumulative = tf.Variable(np.cumsum(np.append(0.0, unigram[head])), trainable=False)
+        offsets, starts, words, probs, own = [], [], [], [], []
         contexts = total = 0  # contexts and tail successors so far
         for k in range(2, ngram.order + 1):
             word, prob = ngram.words[k - 1].numpy(), ngram.probs[k - 1].numpy()
             context = ngram.keys[k - 1].numpy() // ngram.base  # keys are context id * base + word
             rows = np.flatnonzero(word >= n)
-            rows = rows[np.lexsort((-prob[rows], context[rows]))]
+            ranking = np.lexsort((-prob[rows], context[rows]))
+            rows = rows[ranking]
             size = int(ngram.keys[k - 2].shape[0])  # order k's contexts are the (k-1)-grams
             offsets.append(contexts)
             starts.append(total + np.searchsorted(context[rows], np.arange(size)))
             contexts += size
             words.append(word[rows])
             probs.append(prob[rows])
+            own.append(self._discounted.orders[k - 2][ranking])
             total += rows.size
         starts.append(np.array([total]))
         self.context_offsets = tf.constant(np.array(offsets, np.int64))
         self.starts = tf.Variable(np.concatenate(starts).astype(np.int64), trainable=False)
         self.ranked_words = tf.Variable(np.concatenate(words + [[-1]]).astype(np.int64), trainable=False)
         self.ranked_probs = tf.Variable(np.concatenate(probs + [[0.0]]), dtype=tf.float64, trainable=False)
+        self.ranked_cumulative = tf.Variable(np.cumsum(np.concatenate([[0.0]] + own)), trainable=False)
 
     def backoff_weights(self, suffixes) -> tuple[tf.Tensor, tf.Tensor]:
         """The context's suffixes as contexts of orders 2..K: h (batch, K-1), column k-2 the id of the last k-1
@@ -190,3 +202,70 @@ class ShortListTail(tf.Module):
         top = tf.math.top_k(tf.concat([best.values, values], axis=1), k=k)
         ids = tf.concat([tf.cast(best.indices, tf.int64), words], axis=1)
         return top.values, tf.gather(ids, top.indices, batch_dims=1)
+
+    def sample(self, logits: tf.Tensor, context: tf.Tensor, seed: tf.Tensor, banned=None, ban=True) -> tf.Tensor:
+        """One word per row drawn from `distribution`, (batch,) int64, without building it (`rank_tail` must have run).
+
+        The list side is the network's softmax (`class`: its N + 1 outputs, the last standing for the tail;
+        `backoff`: the list with probability m(C), else the tail). A tail word comes from the n-gram restricted
+        to the tail, P_ng(w | C) / (1 - m(C)), taken apart along its interpolation: P_ng(w | C) = Σ_k Λ_k·p̃_k(w |
+        h_k) + Λ_1·p_1(w), with Λ_k the γ of the suffixes longer than h_k (as `top_k` values them). A level is
+        drawn in proportion to Λ_k times its tail mass in p̃, then a word by inverse CDF over that context's
+        tail successors (`ranked_cumulative`) or the tail's unigrams (`head_cumulative`). `seed`: a stateless
+        seed pair. `banned`: a list word never drawn while `ban` holds (the others keep their proportions).
+        """
+        context = tf.cast(context, tf.int64)
+        n, ngram, seed = self.list_size, self.ngram, tf.cast(seed, tf.int64)
+        rows = tf.shape(context)[0]
+        split = [tf.random.experimental.stateless_fold_in(seed, j) for j in range(4)]
+        uniform = [tf.random.stateless_uniform([rows], seed=s, dtype=tf.float64) for s in split[1:]]
+        outputs = int(logits.shape[1])
+        column = tf.range(outputs)
+        shut = tf.zeros([outputs], tf.bool)
+        if banned is not None:
+            if not 0 <= banned < n:
+                raise ValueError(f"only a list word can be banned from sampling; {banned} is not below N = {n}.")
+            shut |= (column == banned) & tf.cast(ban, tf.bool)
+        if self.tail == "class" and n == self.vocab_size:
+            shut |= column == n  # no tail word to stand for
+        log_nn = tf.where(shut[None, :], tf.constant(-1e30, tf.float64), tf.nn.log_softmax(tf.cast(logits, tf.float64)))
+        pick = tf.random.stateless_categorical(log_nn, 1, seed=split[0])[:, 0]  # (batch,) an output
+        if n == self.vocab_size:
+            return pick  # every word is in the list
+
+        head_cumulative = read(self.head_cumulative)
+        # Each level's context: level 0 the unigrams (offsets into `head_cumulative`), level k-1 the suffix h_k
+        # of order k (offsets into `ranked_cumulative`); its tail mass in p̃ and its weight Λ_k.
+        start = end = tf.zeros([rows, 1], tf.int64)
+        below = tf.zeros([rows, 1], tf.float64)
+        tau = tf.fill([rows, 1], head_cumulative[-1])
+        share = tf.ones([rows, 1], tf.float64)
+        mass = tf.fill([rows], self.base_mass)
+        if ngram.order > 1:
+            h, gamma = self.backoff_weights(ngram.suffix_ids(context))  # (batch, K-1)
+            longer = tf.math.cumprod(gamma, axis=1, exclusive=True, reverse=True)
+            mass = self.mass_from(h, gamma, longer)
+            group = self.context_offsets[None, :] + tf.maximum(h, 0)
+            bounds = tf.gather(read(self.starts), tf.stack([group, group + 1], axis=2))  # (batch, K-1, 2)
+            lo, hi = bounds[:, :, 0], tf.where(h >= 0, bounds[:, :, 1], bounds[:, :, 0])
+            cumulative = tf.gather(read(self.ranked_cumulative), tf.stack([lo, hi], axis=2))  # (batch, K-1, 2)
+            start, end = tf.concat([start, lo], axis=1), tf.concat([end, hi], axis=1)
+            below = tf.concat([below, cumulative[:, :, 0]], axis=1)
+            tau = tf.concat([tau, cumulative[:, :, 1] - cumulative[:, :, 0]], axis=1)
+            share = tf.concat([(longer[:, 0] * gamma[:, 0])[:, None], longer], axis=1)
+        totals = tf.cumsum(share * tau, axis=1)  # (batch, K)
+        level = tf.reduce_sum(tf.cast(totals <= (uniform[0] * totals[:, -1])[:, None], tf.int32), axis=1)
+        level = tf.minimum(level, int(totals.shape[1]) - 1)
+        chosen = lambda t: tf.gather(t, level, batch_dims=1)  # noqa: E731
+        target = chosen(below) + uniform[1] * chosen(tau)
+        unigram = tf.searchsorted(head_cumulative, target, side="right") - 1
+        unigram = tf.gather(read(self.head), tf.clip_by_value(unigram, 0, tf.size(self.head) - 2))
+        found = tf.cast(tf.searchsorted(read(self.ranked_cumulative), target, side="right"), tf.int64) - 1
+        found = tf.maximum(tf.minimum(found, chosen(end) - 1), chosen(start))
+        tail_word = tf.where(level == 0, unigram, tf.gather(read(self.ranked_words), tf.maximum(found, 0)))
+
+        if self.tail == "class":
+            return tf.where(pick == n, tail_word, pick)
+        listed = mass * tf.reduce_sum(tf.exp(log_nn), axis=1)  # the list's probability, a banned word left out
+        in_tail = uniform[2] * (listed + 1.0 - mass) >= listed
+        return tf.where(in_tail, tail_word, pick)

@@ -72,6 +72,11 @@ class Server(tf.Module):
         self.vocab_size = vocab.size
         self.context_size = layer.context_size  # n - 1
         self.bos_id, self.eos_id, self.unk_id = vocab.bos_id, vocab.eos_id, vocab.unk_id
+        # `generate` at temperature 1 over every word draws a short list's words without the (B, |V|)
+        # distribution (`ShortListTail.sample`); not under a mixture, nor when `<unk>` is not a list word.
+        self.samples_without_distribution = (
+            self.tail is not None and ngram is None and self.unk_id < self.tail.list_size
+        )
 
     # ---------------------------------------------------------- text -> ids --
 
@@ -208,8 +213,9 @@ class Server(tf.Module):
         """Samples up to max_tokens words per prompt; greedy when temperature <= 0; stops at `</s>`.
 
         With top_k > 0 each word is drawn among `next_word`'s k best (ties to the lower id), which `top_words`
-        finds without the (B, |V|) distribution; top_k <= 0 draws from every word. Unless `allow_unk`,
-        `<unk>` is never chosen: the other words' probabilities are renormalized.
+        finds without the (B, |V|) distribution; top_k <= 0 draws from every word (a short list's at temperature
+        1 without that distribution either: `ShortListTail.sample`). Unless `allow_unk`, `<unk>` is never
+        chosen: the other words' probabilities are renormalized.
         """
         allow_unk = tf.cast(allow_unk, tf.bool)
         exclude = tf.one_hot(self.unk_id, self.vocab_size, on_value=True, off_value=False) & ~allow_unk
@@ -237,11 +243,21 @@ class Server(tf.Module):
             sampled = tf.gather(ids, draw(logits, i), batch_dims=1)
             return tf.where(greedy_only, greedy, sampled)
 
-        def among_all(context, i):
+        def from_distribution(context, i):
             probs = self.distribution(context)  # (B, |V|)
             probs = tf.where(exclude[None, :], tf.constant(0.0, tf.float64), probs)
             probs = probs / tf.reduce_sum(probs, axis=1, keepdims=True)
             return draw(tf.math.log(probs) / tf.maximum(temperature, 1e-6), i)
+
+        def among_all(context, i):
+            if not self.samples_without_distribution:
+                return from_distribution(context, i)
+            seeded = tf.stack([seed, tf.cast(i, tf.int64)])
+            return tf.cond(  # a short list at temperature 1: drawn from its parts, exactly
+                tf.equal(temperature, 1.0),
+                lambda: self.tail.sample(self.network_logits(context), context, seeded, self.unk_id, ~allow_unk),
+                lambda: from_distribution(context, i),
+            )
 
         def step(i, context, done, generated):
             word = tf.cond(greedy_only | (top_k > 0), lambda: among_best(context, i), lambda: among_all(context, i))
