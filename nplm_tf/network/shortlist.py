@@ -153,6 +153,17 @@ class ShortListTail(tf.Module):
             return p_nn[:, :n], p_nn[:, n] / (1.0 - mass)
         return p_nn * mass[:, None], tf.ones_like(mass)
 
+    def suffix_groups(self, context: tf.Tensor) -> tuple[tf.Tensor, ...]:
+        """What `top_k` and `sample` read of the context's suffixes h_k (k = 2..K, column k-2): γ(h_k) and
+        Λ_k = Π_{j>k} γ(h_j) (batch, K-1), m(C) (batch,), and where h_k's tail successors lie in the ranked
+        tables, [lo, hi) (batch, K-1), empty for an unseen h_k (`rank_tail` must have run)."""
+        h, gamma = self.backoff_weights(self.ngram.suffix_ids(context))
+        longer = tf.math.cumprod(gamma, axis=1, exclusive=True, reverse=True)
+        group = self.context_offsets[None, :] + tf.maximum(h, 0)  # rows of `starts`
+        bounds = tf.gather(read(self.starts), tf.stack([group, group + 1], axis=2))  # (batch, K-1, 2)
+        lo, hi = bounds[:, :, 0], tf.where(h >= 0, bounds[:, :, 1], bounds[:, :, 0])
+        return gamma, longer, self.mass_from(h, gamma, longer), lo, hi
+
     def top_k(self, logits: tf.Tensor, context: tf.Tensor, k: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
         """The k most probable words over all |V| and their P: values (batch, k) float64, ids (batch, k) int64.
 
@@ -177,13 +188,9 @@ class ShortListTail(tf.Module):
             listed, scale = self.list_and_tail_scale(p_nn, tf.fill([rows], self.base_mass))
             words, values = head_words, head_probs * scale[:, None]
         else:
-            h, gamma = self.backoff_weights(ngram.suffix_ids(context))  # (batch, K-1)
-            longer = tf.math.cumprod(gamma, axis=1, exclusive=True, reverse=True)  # Π γ of the longer suffixes
-            listed, scale = self.list_and_tail_scale(p_nn, self.mass_from(h, gamma, longer))
+            gamma, longer, mass, lo, hi = self.suffix_groups(context)
+            listed, scale = self.list_and_tail_scale(p_nn, mass)
             factor = longer * scale[:, None]  # a tail word's P_ng at order k -> its P(w | C)
-            group = self.context_offsets[None, :] + tf.maximum(h, 0)  # (batch, K-1) rows of `starts`
-            bounds = tf.gather(read(self.starts), tf.stack([group, group + 1], axis=2))  # (batch, K-1, 2)
-            lo, hi = bounds[:, :, 0], tf.where(h >= 0, bounds[:, :, 1], bounds[:, :, 0])
             where = lo[:, :, None] + slots  # (batch, K-1, k)
             last = tf.size(self.ranked_words, out_type=tf.int64) - 1
             where = tf.where(where < hi[:, :, None], where, last)  # past a group's end: the tables' -1 end
@@ -242,12 +249,7 @@ class ShortListTail(tf.Module):
         share = tf.ones([rows, 1], tf.float64)
         mass = tf.fill([rows], self.base_mass)
         if ngram.order > 1:
-            h, gamma = self.backoff_weights(ngram.suffix_ids(context))  # (batch, K-1)
-            longer = tf.math.cumprod(gamma, axis=1, exclusive=True, reverse=True)
-            mass = self.mass_from(h, gamma, longer)
-            group = self.context_offsets[None, :] + tf.maximum(h, 0)
-            bounds = tf.gather(read(self.starts), tf.stack([group, group + 1], axis=2))  # (batch, K-1, 2)
-            lo, hi = bounds[:, :, 0], tf.where(h >= 0, bounds[:, :, 1], bounds[:, :, 0])
+            gamma, longer, mass, lo, hi = self.suffix_groups(context)
             cumulative = tf.gather(read(self.ranked_cumulative), tf.stack([lo, hi], axis=2))  # (batch, K-1, 2)
             start, end = tf.concat([start, lo], axis=1), tf.concat([end, hi], axis=1)
             below = tf.concat([below, cumulative[:, :, 0]], axis=1)
