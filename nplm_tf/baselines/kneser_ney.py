@@ -164,26 +164,24 @@ class KneserNey:
 
     # ------------------------------------------------------------ short list --
 
-    def list_mass_tables(self, list_size: int) -> tuple[float, list[np.ndarray]]:
-        """What m(h) = Σ_{w<N} p(w | h) needs, for the ids 0..N-1 of a short list, without touching all of it.
+    def short_list_tables(self, list_size: int) -> tuple[float, list[np.ndarray], list[np.ndarray]]:
+        """What a short list of the ids 0..N-1 reads of this model, in one pass over each order.
 
-        With p(w | h) = p̃(w | h) + γ(h) p(w | h') (p̃ = 0 for an unseen (h, w)), m(h) = Δ(h) + γ(h) m(h'),
-        where Δ(h) = Σ over the list words seen after h of p̃(w | h). Returns m() of the unigram and, for each
-        order k = 2..N, Δ over the (k-1)-grams as contexts (0 where none of the list follows).
+        With p(w | h) = p̃(w | h) + γ(h) p(w | h') (p̃ = 0 for an unseen (h, w)), m(h) = Σ_{w<N} p(w | h) is
+        Δ(h) + γ(h) m(h'), where Δ(h) = Σ over the list words seen after h of p̃(w | h): m never touches all of
+        the list. Returns m() of the unigram; for each order k = 2..K, Δ over the (k-1)-grams as contexts (0
+        where none of the list follows); and for each order k = 2..K, p̃ of its tail n-grams (word ≥ N) in key
+        order, what tail words are drawn from.
         """
         base = float(self.orders[1].prob[:list_size].sum())
-        deltas = []
+        deltas, tail = [], []
         for k in range(2, self.order + 1):
-            o, own = self.orders[k], self.discounted(k)
+            o, lower = self.orders[k], self.orders[k - 1]
+            own = o.prob - lower.backoff[o.context] * lower.prob[o.suffix]  # p̃(w | h) of each seen (h, w)
             listed = o.word < list_size
-            deltas.append(np.bincount(o.context[listed], weights=own[listed], minlength=self.orders[k - 1].keys.size))
-        return base, deltas
-
-    def discounted(self, k: int) -> np.ndarray:
-        """p̃(w | h) of each seen k-gram (h, w), k ≥ 2, in key order: p(w | h) less its share from the shorter
-        context, γ(h)·p(w | h')."""
-        o, lower = self.orders[k], self.orders[k - 1]
-        return o.prob - lower.backoff[o.context] * lower.prob[o.suffix]
+            deltas.append(np.bincount(o.context[listed], weights=own[listed], minlength=lower.keys.size))
+            tail.append(own[~listed])
+        return base, deltas, tail
 
     # ------------------------------------------------------- serialization --
 

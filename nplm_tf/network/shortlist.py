@@ -7,7 +7,7 @@ m(C) = Σ_{j∈L} P_ng(j | C) (Goodfellow et al. §12.4.3.1; Schwenk 2007):
 - `backoff` tail: P(i | C) = P_nn(i | C) · m(C) for i in L, and P_ng(i | C) for i in T.
 
 Both sum to one over V. m(C) is exact and cheap: it recurses through the context's suffixes
-(`KneserNey.list_mass_tables`), touching only the list words seen after each, never all of L. Everything
+(`KneserNey.short_list_tables`), touching only the list words seen after each, never all of L. Everything
 here is core TensorFlow ops in float64, so the same module scores in evaluation and in the SavedModel.
 Contexts are (batch, c) int64 ids, oldest first, `<s>`-padded.
 """
@@ -42,13 +42,11 @@ class ShortListTail(tf.Module):
             raise kn.NgramError(f"list_size={list_size} must be in [1, |V| = {ngram.vocab_size}].")
         self.list_size, self.tail, self.vocab_size = int(list_size), tail, ngram.vocab_size
         self.ngram = ngram_graph.ServingKneserNey(ngram, [1.0], name="tail_ngram")
-        base, deltas = ngram.list_mass_tables(list_size)
+        base, deltas, tail_discounted = ngram.short_list_tables(list_size)
         self.base_mass = tf.constant(base, tf.float64)
         self.deltas = [tf.Variable(d, dtype=tf.float64, trainable=False) for d in deltas]
-        # p̃(w | h) of each seen tail n-gram, orders 2..K in key order, for `rank_tail` (a namespace: not tracked)
-        self._discounted = types.SimpleNamespace(
-            orders=[ngram.discounted(k)[ngram.orders[k].word >= list_size] for k in range(2, ngram.order + 1)]
-        )
+        # p̃ of the tail n-grams, for `rank_tail` (a namespace, so tf.Module does not track the arrays)
+        self._discounted = types.SimpleNamespace(orders=tail_discounted)
         self.ranked_words = None
 
     def rank_tail(self) -> None:
@@ -92,6 +90,7 @@ class ShortListTail(tf.Module):
         self.ranked_words = tf.Variable(np.concatenate(words + [[-1]]).astype(np.int64), trainable=False)
         self.ranked_probs = tf.Variable(np.concatenate(probs + [[0.0]]), dtype=tf.float64, trainable=False)
         self.ranked_cumulative = tf.Variable(np.cumsum(np.concatenate([[0.0]] + own)), trainable=False)
+        self._discounted.orders = None  # in the tables now
 
     def backoff_weights(self, suffixes) -> tuple[tf.Tensor, tf.Tensor]:
         """The context's suffixes as contexts of orders 2..K: h (batch, K-1), column k-2 the id of the last k-1
