@@ -125,9 +125,7 @@ def check_top_k_generation(served, prompt: str, k: int, rows: int = 3000, temper
     )["continuation"].numpy()
     drawn = [w.decode() for w in drawn]
     assert set(drawn) <= {words[i] for i in kept}, (set(drawn), [words[i] for i in kept])
-    frequency = np.array([drawn.count(words[i]) for i in kept]) / rows
-    error = np.sqrt(expected * (1 - expected) / rows)
-    assert np.all(np.abs(frequency - expected) <= 4.5 * error + 1e-9), (frequency, expected)
+    assert_drawn_in_proportion(np.array([drawn.count(words[i]) for i in kept]) / rows, expected, rows, 4.5)
     greedy = served.signatures["generate"](
         prompt=tf.constant([prompt]), temperature=tf.constant(0.0), allow_unk=tf.constant(False), **args
     )["continuation"].numpy()[0]
@@ -155,6 +153,14 @@ def check_sampled_generation(served, prompt: str, rows: int = 4000) -> None:
     )["continuation"].numpy()
     drawn = [w.decode() or "</s>" for w in drawn]
     assert set(drawn) <= {w for w, p in zip(words, expected) if p > 0}, set(drawn)
-    frequency = np.array([drawn.count(w) for w in words]) / rows
-    error = np.sqrt(expected * (1 - expected) / rows)
-    assert np.all(np.abs(frequency - expected) <= 5 * error + 1e-9), np.abs(frequency - expected).max()
+    assert_drawn_in_proportion(np.array([drawn.count(w) for w in words]) / rows, expected, rows, 5)
+
+
+def assert_drawn_in_proportion(frequency, expected, draws: int, sigmas: float) -> None:
+    """Each observed frequency (any shape) lies within `sigmas` binomial standard errors of its expected
+    probability over `draws` draws."""
+    import numpy as np
+
+    error = np.sqrt(expected * (1 - expected) / draws)
+    gap = np.abs(frequency - expected)
+    assert np.all(gap <= sigmas * error + 1e-9), (gap.max(), frequency, expected)

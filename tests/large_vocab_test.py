@@ -181,8 +181,7 @@ def test_sampling_without_the_whole_distribution_draws_from_it(tail_kind, list_s
         expected = np.where(np.arange(V) == 1, 0.0, distribution) if ban else distribution
         expected = expected / expected.sum(axis=1, keepdims=True)  # a class tail listing all V drops the tail output
         frequency = np.stack([np.bincount(row, minlength=V) for row in drawn]) / draws
-        error = np.sqrt(expected * (1 - expected) / draws)
-        assert np.all(np.abs(frequency - expected) <= 5 * error + 1e-9), np.abs(frequency - expected).max()
+        helpers.assert_drawn_in_proportion(frequency, expected, draws, 5)
 
 
 @pytest.fixture(scope="module")

@@ -231,8 +231,11 @@ class Server(tf.Module):
         rows = tf.shape(context)[0]
         generated = tf.zeros([rows, 0], tf.int64)  # (B, steps so far)
 
+        def step_seed(i) -> tf.Tensor:  # the stateless seed pair of step i
+            return tf.stack([seed, tf.cast(i, tf.int64)])
+
         def draw(logits: tf.Tensor, i) -> tf.Tensor:  # (B, candidates) -> (B,) the candidate drawn
-            return tf.random.stateless_categorical(logits, 1, seed=tf.stack([seed, tf.cast(i, tf.int64)]))[:, 0]
+            return tf.random.stateless_categorical(logits, 1, seed=step_seed(i))[:, 0]
 
         def among_best(context, i):
             values, ids = self.top_words(context, ranked)  # (B, ranked), most probable first
@@ -252,10 +255,9 @@ class Server(tf.Module):
         def among_all(context, i):
             if not self.samples_without_distribution:
                 return from_distribution(context, i)
-            seeded = tf.stack([seed, tf.cast(i, tf.int64)])
             return tf.cond(  # a short list at temperature 1: drawn from its parts, exactly
                 tf.equal(temperature, 1.0),
-                lambda: self.tail.sample(self.network_logits(context), context, seeded, self.unk_id, ~allow_unk),
+                lambda: self.tail.sample(self.network_logits(context), context, step_seed(i), self.unk_id, ~allow_unk),
                 lambda: from_distribution(context, i),
             )
 
