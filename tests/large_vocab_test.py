@@ -13,7 +13,7 @@ import tensorflow as tf
 
 from nplm_tf.baselines import kneser_ney as kn
 from nplm_tf.network import model as model_lib
-from nplm_tf.network import scoring
+from nplm_tf.network import scoring, shortlist
 from nplm_tf.network.shortlist import ShortListTail
 from nplm_tf.training import trainer
 from nplm_tf.training.data import eval_dataset
@@ -96,6 +96,34 @@ def test_top_k_without_the_whole_distribution_is_the_distributions_top_k(tail_ki
         assert values.shape == ids.shape == (120, k)
         np.testing.assert_allclose(values, np.take_along_axis(distribution, ranked[:, :k], axis=1), rtol=1e-12)
         np.testing.assert_array_equal(ids, ranked[:, :k])
+
+
+def test_id_tables_are_int32_when_their_bound_fits_and_top_k_reads_either():
+    """The tail's word-id and offset tables take half the bytes when their bound fits in int32, and stay
+    int64 past it; `top_k` and `sample` give the same int64 words from either type."""
+    assert shortlist.id_table(np.array([-1, 5]), 2**31 - 1).dtype == tf.int32
+    assert shortlist.id_table(np.array([-1, 5]), 2**31).dtype == tf.int64
+    narrow = ShortListTail(random_ngram(3, seed=5), 8, "class")
+    narrow.rank_tail()
+    assert narrow.head.dtype == narrow.ranked_words.dtype == narrow.starts.dtype == tf.int32
+    wide = ShortListTail(random_ngram(3, seed=5), 8, "class")
+    wide.rank_tail()
+    for name in ("head", "ranked_words", "starts"):
+        setattr(wide, name, tf.Variable(tf.cast(getattr(wide, name), tf.int64), trainable=False))
+    contexts = random_contexts(2)
+    logits = tf.random.stateless_normal([contexts.shape[0], 9], seed=[5, 6]) * 3
+    for k in (1, 5, V):
+        (v1, i1), (v2, i2) = (
+            narrow.top_k(logits, contexts, tf.constant(k)),
+            wide.top_k(logits, contexts, tf.constant(k)),
+        )
+        assert i1.dtype == i2.dtype == tf.int64
+        np.testing.assert_array_equal(i1.numpy(), i2.numpy())
+        np.testing.assert_array_equal(v1.numpy(), v2.numpy())
+    seed = tf.constant([3, 4], tf.int64)
+    drawn = narrow.sample(logits, contexts, seed)
+    assert drawn.dtype == tf.int64
+    np.testing.assert_array_equal(drawn.numpy(), wide.sample(logits, contexts, seed).numpy())
 
 
 def tiny_corpus(tmp_path):

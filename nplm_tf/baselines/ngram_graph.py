@@ -45,8 +45,7 @@ class ServingNgram(tf.Module):
             raise kn.NgramError("the n-gram model's unigram table does not cover every word id; rebuild it.")
         self.order, self.base, self.vocab_size = tables.order, tables.base, tables.vocab_size
         orders = range(1, tables.order + 1)
-        self.keys = [_state(tables.orders[k].keys, tf.int64) for k in orders]
-        self.words = [_state(tables.orders[k].word, tf.int64) for k in orders]
+        self.keys = [_state(tables.orders[k].keys, tf.int64) for k in orders]  # a key's word is key % base
         self.weights = _state(weights, tf.float64)
         top = tables.orders[tables.order]
         if tables.order > 1:  # train count of each (N-1)-gram as a context of order N
@@ -95,7 +94,8 @@ class ServingNgram(tf.Module):
         lo = lo_hi[:, 0]
         spans = tf.ragged.range(lo, tf.where(h >= 0, lo_hi[:, 1], lo))  # (B, (continuations))
         index = spans.flat_values
-        where = tf.stack([tf.cast(spans.value_rowids(), tf.int64), tf.gather(read(self.words[k - 1]), index)], axis=1)
+        words = tf.math.floormod(tf.gather(read(self.keys[k - 1]), index), self.base)
+        where = tf.stack([tf.cast(spans.value_rowids(), tf.int64), words], axis=1)
         return tf.tensor_scatter_nd_update(base, where, tf.gather(read(values), index))
 
     def has_continuations(self, k: int, h: tf.Tensor) -> tf.Tensor:

@@ -25,6 +25,12 @@ from nplm_tf.baselines.ngram_graph import read
 from nplm_tf.network import model as model_lib
 
 
+def id_table(values: np.ndarray, bound: int) -> tf.Variable:
+    """Word ids or offsets (all in [-1, bound]) as a table: int32 when `bound` fits (half the bytes in an
+    export), else int64. Graph code keeps what it reads in the table's type and casts its result once."""
+    return tf.Variable(values.astype(np.int32 if bound <= np.iinfo(np.int32).max else np.int64), trainable=False)
+
+
 class ShortListTail(tf.Module):
     """Exact P(w | C) from a short-list network's logits and the Kneser-Ney model of its tail.
 
@@ -65,14 +71,14 @@ class ShortListTail(tf.Module):
         ngram, n = self.ngram, self.list_size  # the tables as the graph holds them
         unigram = ngram.probs[0].numpy()
         head = n + np.argsort(-unigram[n : ngram.vocab_size], kind="stable")
-        self.head = tf.Variable(np.append(head, -1).astype(np.int64), trainable=False)
+        self.head = id_table(np.append(head, -1), ngram.vocab_size)
         self.head_probs = tf.Variable(np.append(unigram[head], 0.0), dtype=tf.float64, trainable=False)
         self.head_cumulative = tf.Variable(np.cumsum(np.append(0.0, unigram[head])), trainable=False)
         offsets, starts, words, probs, own = [], [], [], [], []
         contexts = total = 0  # contexts and tail successors so far
         for k in range(2, ngram.order + 1):
-            word, prob = ngram.words[k - 1].numpy(), ngram.probs[k - 1].numpy()
-            context = ngram.keys[k - 1].numpy() // ngram.base  # keys are context id * base + word
+            keys, prob = ngram.keys[k - 1].numpy(), ngram.probs[k - 1].numpy()
+            context, word = np.divmod(keys, ngram.base)  # keys are context id * base + word
             rows = np.flatnonzero(word >= n)
             ranking = np.lexsort((-prob[rows], context[rows]))
             rows = rows[ranking]
@@ -86,8 +92,8 @@ class ShortListTail(tf.Module):
             total += rows.size
         starts.append(np.array([total]))
         self.context_offsets = tf.constant(np.array(offsets, np.int64))
-        self.starts = tf.Variable(np.concatenate(starts).astype(np.int64), trainable=False)
-        self.ranked_words = tf.Variable(np.concatenate(words + [[-1]]).astype(np.int64), trainable=False)
+        self.starts = id_table(np.concatenate(starts), total)
+        self.ranked_words = id_table(np.concatenate(words + [[-1]]), ngram.vocab_size)
         self.ranked_probs = tf.Variable(np.concatenate(probs + [[0.0]]), dtype=tf.float64, trainable=False)
         self.ranked_cumulative = tf.Variable(np.cumsum(np.concatenate([[0.0]] + own)), trainable=False)
         self._discounted.orders = None  # in the tables now
@@ -179,9 +185,9 @@ class ShortListTail(tf.Module):
         n, ngram = self.list_size, self.ngram
         p_nn = tf.cast(tf.nn.softmax(logits), tf.float64)  # (batch, N [+ 1])
         rows = tf.shape(context)[0]
-        slots = tf.range(tf.cast(k, tf.int64))  # (k,)
-        head = tf.minimum(slots, tf.size(self.head, out_type=tf.int64) - 1)  # past the tail: its -1 end again
-        head_words = tf.tile(tf.gather(read(self.head), head)[None, :], [rows, 1])  # (batch, k)
+        slots = tf.range(tf.cast(k, self.starts.dtype))  # (k,) offsets, in the tables' type
+        head = tf.minimum(slots, tf.size(self.head, out_type=slots.dtype) - 1)  # past the tail: its -1 end again
+        head_words = tf.tile(tf.gather(read(self.head), head)[None, :], [rows, 1])  # (batch, k) word ids
         head_probs = tf.gather(read(self.head_probs), head)[None, :]
         if ngram.order == 1:
             listed, scale = self.list_and_tail_scale(p_nn, tf.fill([rows], self.base_mass))
@@ -191,7 +197,7 @@ class ShortListTail(tf.Module):
             listed, scale = self.list_and_tail_scale(p_nn, mass)
             factor = longer * scale[:, None]  # a tail word's P_ng at order k -> its P(w | C)
             where = lo[:, :, None] + slots  # (batch, K-1, k)
-            last = tf.size(self.ranked_words, out_type=tf.int64) - 1
+            last = tf.size(self.ranked_words, out_type=where.dtype) - 1
             where = tf.where(where < hi[:, :, None], where, last)  # past a group's end: the tables' -1 end
             found = tf.gather(read(self.ranked_words), where)
             p = tf.gather(read(self.ranked_probs), where) * factor[:, :, None]
@@ -206,8 +212,8 @@ class ShortListTail(tf.Module):
         values = tf.where(repeated | (words < 0), tf.constant(-1.0, tf.float64), values)
         best = tf.math.top_k(listed, k=tf.minimum(k, n))
         top = tf.math.top_k(tf.concat([best.values, values], axis=1), k=k)
-        ids = tf.concat([tf.cast(best.indices, tf.int64), words], axis=1)
-        return top.values, tf.gather(ids, top.indices, batch_dims=1)
+        ids = tf.concat([tf.cast(best.indices, words.dtype), words], axis=1)
+        return top.values, tf.cast(tf.gather(ids, top.indices, batch_dims=1), tf.int64)
 
     def sample(self, logits: tf.Tensor, context: tf.Tensor, seed: tf.Tensor, banned=None, ban=True) -> tf.Tensor:
         """One word per row drawn from `distribution`, (batch,) int64, without building it (`rank_tail` must have run).
@@ -242,7 +248,7 @@ class ShortListTail(tf.Module):
         head_cumulative = read(self.head_cumulative)
         # Each level's context: level 0 the unigrams (offsets into `head_cumulative`), level k-1 the suffix h_k
         # of order k (offsets into `ranked_cumulative`); its tail mass in p̃ and its weight Λ_k.
-        start = end = tf.zeros([rows, 1], tf.int64)
+        start = end = tf.zeros([rows, 1], self.starts.dtype)
         below = tf.zeros([rows, 1], tf.float64)
         tau = tf.fill([rows, 1], head_cumulative[-1])
         share = tf.ones([rows, 1], tf.float64)
@@ -261,9 +267,10 @@ class ShortListTail(tf.Module):
         target = chosen(below) + uniform[1] * chosen(tau)
         unigram = tf.searchsorted(head_cumulative, target, side="right") - 1
         unigram = tf.gather(read(self.head), tf.clip_by_value(unigram, 0, tf.size(self.head) - 2))
-        found = tf.cast(tf.searchsorted(read(self.ranked_cumulative), target, side="right"), tf.int64) - 1
+        found = tf.searchsorted(read(self.ranked_cumulative), target, side="right", out_type=self.starts.dtype) - 1
         found = tf.maximum(tf.minimum(found, chosen(end) - 1), chosen(start))
         tail_word = tf.where(level == 0, unigram, tf.gather(read(self.ranked_words), tf.maximum(found, 0)))
+        tail_word = tf.cast(tail_word, tf.int64)
 
         if self.tail == "class":
             return tf.where(pick == n, tail_word, pick)
