@@ -23,6 +23,7 @@ perplexity of each mode with its ratio to the full softmax's.
 from __future__ import annotations
 
 import json
+import sys
 
 from absl import flags
 
@@ -86,7 +87,7 @@ def tail_bins(unigram, list_size: int, count: int):
     return bins
 
 
-def bound_log_probs(model, ngram, dataset, list_sizes: list[int], bins: list[int]) -> dict:
+def bound_log_probs(model, ngram, dataset, list_sizes: list[int], bins: list[int], progress=None) -> dict:
     """ln P(target | context) of every window of `dataset` (context most recent first), float64 arrays: `full`,
     the network's; `ngram`, the n-gram's; `class_N_B` and `backoff_N`, the short lists' formulas above with the
     network's probabilities in place of a short list's; and `target`."""
@@ -129,7 +130,26 @@ def bound_log_probs(model, ngram, dataset, list_sizes: list[int], bins: list[int
         for name, value in step(context, target).items():
             parts.setdefault(name, []).append(value.numpy())
         parts.setdefault("target", []).append(target.numpy())
+        if progress:
+            progress(sum(part.size for part in parts["target"]))
     return {name: np.concatenate(values) for name, values in parts.items()}
+
+
+class Progress:
+    """A line on standard error every 30 seconds: the tokens scored so far, of the split's."""
+
+    def __init__(self, total: int, every: float = 30.0):
+        import time
+
+        self.total, self.every, self.clock = total, every, time.monotonic
+        self.last = self.clock()
+
+    def __call__(self, tokens: int) -> None:
+        if self.clock() - self.last >= self.every:
+            self.last = self.clock()
+            print(
+                f"scored {tokens:,} of {self.total:,} tokens ({tokens / self.total:.0%})", file=sys.stderr, flush=True
+            )
 
 
 def summary(log_probs: dict, list_sizes: list[int], bins: list[int]) -> dict:
@@ -163,7 +183,7 @@ def main(argv, checked):
     from nplm_tf.baselines import build as ngram_lib
     from nplm_tf.baselines import kneser_ney as kn
     from nplm_tf.baselines import network_mixture
-    from nplm_tf.training.data import eval_dataset
+    from nplm_tf.training.data import eval_dataset, split_tokens
 
     list_sizes, bins = checked
     config, vocab, model = run_dir.load_trained(MODEL_DIR.value)
@@ -180,7 +200,8 @@ def main(argv, checked):
         print(f"building the tail's Kneser-Ney {order}-gram on train", flush=True)
         ngram = kn.KneserNey(ngram_lib.token_arrays(corpus["train"], vocab), order, vocab.size)
     print(f"scoring {SPLIT.value} with the network and the n-gram's whole distributions", flush=True)
-    log_probs = bound_log_probs(model, ngram, eval_dataset(corpus[SPLIT.value], vocab, config), list_sizes, bins)
+    dataset = eval_dataset(corpus[SPLIT.value], vocab, config)
+    log_probs = bound_log_probs(model, ngram, dataset, list_sizes, bins, Progress(split_tokens(corpus[SPLIT.value])))
     result = {
         "model_dir": MODEL_DIR.value,
         "split": SPLIT.value,
