@@ -1,6 +1,6 @@
 """What a short list would cost a trained full-softmax model: its perplexity with the tail handed to the n-gram.
 
-    NLTK_DATA=../shared/nltk_data python -m benchmarks.shortlist_bound --model_dir=runs/brown_default \
+    NLTK_DATA=../shared/nltk_data python -m benchmarks.shortlist_bound --model_dir=runs/mlp9 \
         [--shortlists=2000,4000,8000] [--tail_bins=1,8,64] [--ngram_dir=runs/kn4 | --tail_ngram_order=4]
 
 A short list replaces part of the network's distribution with its tail n-gram (`nplm_tf.network.shortlist`).
@@ -126,12 +126,14 @@ def bound_log_probs(model, ngram, dataset, list_sizes: list[int], bins: list[int
         return out
 
     parts: dict[str, list] = {}
+    tokens = 0
     for context, target in dataset:
         for name, value in step(context, target).items():
             parts.setdefault(name, []).append(value.numpy())
         parts.setdefault("target", []).append(target.numpy())
+        tokens += parts["target"][-1].size
         if progress:
-            progress(sum(part.size for part in parts["target"]))
+            progress(tokens)
     return {name: np.concatenate(values) for name, values in parts.items()}
 
 
@@ -180,25 +182,15 @@ def summary(log_probs: dict, list_sizes: list[int], bins: list[int]) -> dict:
 
 def main(argv, checked):
     from nplm_tf import run_dir
-    from nplm_tf.baselines import build as ngram_lib
-    from nplm_tf.baselines import kneser_ney as kn
-    from nplm_tf.baselines import network_mixture
+    from nplm_tf.training import tail as tail_lib
     from nplm_tf.training.data import eval_dataset, split_tokens
+    from pipelines import corpus as corpus_lib
 
     list_sizes, bins = checked
     config, vocab, model = run_dir.load_trained(MODEL_DIR.value)
     corpus = corpus_flags.corpus_from_flags(run_dir.RunDir(MODEL_DIR.value).read_corpus())
-    if NGRAM_DIR.value:
-        network_mixture.check_same_vocabulary(vocab, NGRAM_DIR.value)
-        ngram = ngram_lib.load(NGRAM_DIR.value)
-        if not isinstance(ngram, kn.KneserNey):
-            raise kn.NgramError(
-                f"the n-gram in {NGRAM_DIR.value} is not Kneser-Ney (nplm_tf.ngram --smoothing=kneser_ney)."
-            )
-    else:
-        order = TAIL_ORDER.value or config.tail_order
-        print(f"building the tail's Kneser-Ney {order}-gram on train", flush=True)
-        ngram = kn.KneserNey(ngram_lib.token_arrays(corpus["train"], vocab), order, vocab.size)
+    corpus_lib.check_split(corpus[SPLIT.value], order=1)
+    ngram = tail_lib.tail_ngram(vocab, corpus, TAIL_ORDER.value or config.tail_order, NGRAM_DIR.value)
     print(f"scoring {SPLIT.value} with the network and the n-gram's whole distributions", flush=True)
     dataset = eval_dataset(corpus[SPLIT.value], vocab, config)
     log_probs = bound_log_probs(model, ngram, dataset, list_sizes, bins, Progress(split_tokens(corpus[SPLIT.value])))

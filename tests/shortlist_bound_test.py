@@ -113,3 +113,34 @@ def test_a_directory_without_a_trained_model_is_one_sentence(tmp_path):
     result = helpers.run_binary("benchmarks.shortlist_bound", f"--model_dir={tmp_path}")
     errors = helpers.error_lines(result.stderr)
     assert result.returncode != 0 and len(errors) == 1 and "holds no trained model" in errors[0], result.stderr
+
+
+def test_an_empty_split_is_one_sentence(full_run, tmp_path):
+    model_dir, *_, files_flags = full_run
+    empty = tmp_path / "empty.txt"
+    empty.write_text("")
+    flags = [*files_flags[:3], f"--test_files={empty}"]
+    result = helpers.run_binary("benchmarks.shortlist_bound", f"--model_dir={model_dir}", "--shortlists=5", *flags)
+    errors = helpers.error_lines(result.stderr)
+    assert result.returncode != 0 and len(errors) == 1 and "empty.txt is empty (no tokens)" in errors[0], result.stderr
+
+
+def test_the_tail_ngram_from_a_directory_must_be_kneser_ney_with_the_networks_vocabulary(full_run, tmp_path):
+    """What `--ngram_dir` gets here and in nplm_tf.train (`tail.tail_ngram`): a model, of the right kind."""
+    from nplm_tf.baselines import interpolated
+    from nplm_tf.config import ConfigError
+    from nplm_tf.training import tail as tail_lib
+    from pipelines.errors import UserError
+
+    _, corpus, *_, vocab, _, ngram, _ = full_run
+    with pytest.raises(UserError, match="vocab.tsv does not exist"):
+        tail_lib.tail_ngram(vocab, corpus, 3, str(tmp_path))
+    arrays = ngram_lib.token_arrays(corpus["train"], vocab)
+    for model in (interpolated.InterpolatedTrigram(arrays, arrays, vocab.size), ngram):
+        ngram_lib.save(model, str(tmp_path))
+        run_dir.RunDir(str(tmp_path)).save_vocab(vocab)
+        if model is ngram:
+            assert tail_lib.tail_ngram(vocab, corpus, 5, str(tmp_path)).order == 3  # the directory's, not `order`
+        else:
+            with pytest.raises(ConfigError, match="is not Kneser-Ney; a short list's tail needs one"):
+                tail_lib.tail_ngram(vocab, corpus, 3, str(tmp_path))

@@ -31,25 +31,40 @@ def prepare_tail(
     if os.path.isfile(tail_dir.ngram_model):
         return load_tail(run, config)
     os.makedirs(tail_dir.path, exist_ok=True)
+    model = tail_ngram(vocab, corpus, config.tail_order, ngram_dir)
     if ngram_dir:
-        network_mixture.check_same_vocabulary(vocab, ngram_dir)
-        model = ngram_lib.load(ngram_dir)
         check_tail_model(model, config, ngram_dir)
         files.replace_atomically(tail_dir.ngram_model, lambda tmp: shutil.copyfile(RunDir(ngram_dir).ngram_model, tmp))
     else:
-        print(f"building the tail's Kneser-Ney {config.tail_order}-gram on train", flush=True)
-        model = kn.KneserNey(ngram_lib.token_arrays(corpus["train"], vocab), config.tail_order, vocab.size)
         ngram_lib.save(model, tail_dir.path)
     tail_dir.save_vocab(vocab)
     return ShortListTail(model, config.shortlist, config.tail)  # the model in hand, not read back
 
 
-def check_tail_model(model, config: Config, where: str) -> None:
+def tail_ngram(
+    vocab: vocab_lib.Vocabulary, corpus: corpus_lib.Corpus, order: int, ngram_dir: str | None = None
+) -> kn.KneserNey:
+    """A short list's tail model: the Kneser-Ney model in `ngram_dir` (checked: the network's vocabulary, and
+    Kneser-Ney), or modified Kneser-Ney of `order` built on the train split with the network's vocabulary."""
+    if ngram_dir:
+        network_mixture.check_same_vocabulary(vocab, ngram_dir)
+        model = ngram_lib.load(ngram_dir)
+        check_kneser_ney(model, ngram_dir)
+        return model
+    print(f"building the tail's Kneser-Ney {order}-gram on train", flush=True)
+    return kn.KneserNey(ngram_lib.token_arrays(corpus["train"], vocab), order, vocab.size)
+
+
+def check_kneser_ney(model, where: str) -> None:
     if not isinstance(model, kn.KneserNey):
         raise ConfigError(
             f"the n-gram in {where} is not Kneser-Ney; a short list's tail needs one "
             "(nplm_tf.ngram --smoothing=kneser_ney)."
         )
+
+
+def check_tail_model(model, config: Config, where: str) -> None:
+    check_kneser_ney(model, where)
     if model.order != config.tail_order:
         raise ConfigError(f"the n-gram in {where} has order {model.order}, not tail_ngram_order={config.tail_order}.")
 
