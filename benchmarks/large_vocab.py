@@ -24,10 +24,10 @@ from pipelines import app, corpus_flags
 
 
 def variants(shortlists: list[int], num_sampled: int) -> dict[str, dict]:
-    """name -> Config changes: the full softmax, each short list in both tail modes, sampled softmax and NCE."""
+    """name -> Config changes: the full softmax, each short list in every tail mode, sampled softmax and NCE."""
     found = {"softmax": {}}
     for n in shortlists:
-        for tail in ("class", "backoff"):
+        for tail in ("class", "backoff", "network"):
             found[f"shortlist_{n}_{tail}"] = {"shortlist": n, "tail": tail}
     for loss in ("sampled_softmax", "nce"):
         found[f"{loss}_{num_sampled}"] = {"loss": loss, "num_sampled": num_sampled}

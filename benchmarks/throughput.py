@@ -26,7 +26,7 @@ WARMUP = flags.DEFINE_integer("warmup_steps", 128, "Steps before timing.")
 STEPS = flags.DEFINE_integer("steps", 1024, "Timed steps.")
 REPEATS = flags.DEFINE_integer("repeats", 5, "Timed repeats; the median is reported.")
 SHORTLIST = flags.DEFINE_integer("shortlist", 0, "N > 0: a short list of the N most frequent words.")
-TAIL = flags.DEFINE_enum("tail", "class", ["class", "backoff"], "The short list's tail.")
+TAIL = flags.DEFINE_enum("tail", "class", ["class", "backoff", "network"], "The short list's tail.")
 LOSS = flags.DEFINE_enum("loss", "softmax", ["softmax", "sampled_softmax", "nce"], "Training loss.")
 NUM_SAMPLED = flags.DEFINE_integer("num_sampled", 100, "Noise words per batch for sampled losses.")
 MIN_COUNT = flags.DEFINE_integer("min_count", 4, "Words seen fewer times in train become <unk>.")
@@ -95,6 +95,7 @@ def main(argv, config):
     import statistics
 
     import keras
+    import numpy as np
 
     from nplm_tf.network import model as model_lib
     from nplm_tf.network import objectives
@@ -113,8 +114,12 @@ def main(argv, config):
     )
     model.fit(ds, steps_per_epoch=WARMUP.value, epochs=1, verbose=0)
     n1m, h, v = config.context_size * config.feature_dim, config.hidden_dim, data.vocab.size
-    # The output layer's width per token: |V|, a short list's N (+ 1), or a sampled loss's targets and noise.
-    width = config.output_size or (config.num_sampled + 1 if config.loss != "softmax" else v)
+    # The output layer's width per token: |V|, a short list's N (+ 1) (the network tail's: N + 1, and its tail
+    # words for the train tokens in the tail), or a sampled loss's targets and noise.
+    width = config.output_size(v) if config.loss == "softmax" else config.num_sampled + 1
+    if config.shortlist and config.tail == "network":
+        counts = np.asarray(data.vocab.counts, np.float64)
+        width = config.shortlist + 1 + counts[config.shortlist :].sum() / counts.sum() * (v - config.shortlist)
     flops_per_token = 6 * (h * width + n1m * h + (n1m * width if config.direct else 0))
     rates, wall_rates, denses, ratios = [], [], [], []
     for _ in range(REPEATS.value):

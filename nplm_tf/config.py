@@ -14,7 +14,7 @@ from pipelines.errors import UserError
 
 OPTIMIZERS = ("sgd", "adam")
 PRECISIONS = ("float32", "mixed_bfloat16")
-TAILS = ("class", "backoff")
+TAILS = ("class", "backoff", "network")
 LOSSES = ("softmax", "sampled_softmax", "nce")
 DEFAULT_TAIL_ORDER = 4
 # Training steps per tf.function call (`training.trainer`): amortizes Keras's per-step Python cost on one
@@ -56,7 +56,9 @@ class Config:
     balance_workers: bool = False  # local SGD: deal each round's batches by worker speed (not reproducible run to run)
     # Large vocabularies (docs/large_vocabularies.md): a short list, or sampled training of the full softmax.
     shortlist: int = 0  # N: the network predicts the N most frequent words (0: every word, the full softmax)
-    tail: str = "class"  # short list: "class" (N+1 outputs, the last "in the tail") or "backoff" (Schwenk 2007)
+    # short list: "class" (N+1 outputs, the last "in the tail"), "backoff" (Schwenk 2007), or "network" (the class
+    # tail's words scored by a second softmax of the network, computed only for tail targets in training)
+    tail: str = "class"
     tail_ngram_order: int = 0  # K of the Kneser-Ney model that scores the tail (0: min(4, n))
     loss: str = "softmax"  # "softmax" (exact), "sampled_softmax" or "nce": training only; evaluation is exact
     num_sampled: int = 100  # noise words per batch for sampled_softmax / nce
@@ -92,6 +94,12 @@ class Config:
             "needs shortlist > 0",
         )
         _check(
+            self.tail != "network" or self.tail_ngram_order == 0,
+            "tail_ngram_order",
+            self.tail_ngram_order,
+            "needs an n-gram tail (tail='class' or 'backoff'); tail='network' has none",
+        )
+        _check(
             self.tail_ngram_order == 0 or 2 <= self.tail_ngram_order <= self.order,
             "tail_ngram_order",
             self.tail_ngram_order,
@@ -118,11 +126,22 @@ class Config:
         return self.tail_ngram_order or min(DEFAULT_TAIL_ORDER, self.order)
 
     @property
-    def output_size(self) -> int | None:
-        """Softmax width when it is not |V|: N + 1 (tail class) or N (back-off); None for the full softmax."""
+    def ngram_tail(self) -> bool:
+        """Whether a Kneser-Ney n-gram scores the short list's tail (class and back-off tails)."""
+        return bool(self.shortlist) and self.tail != "network"
+
+    def output_size(self, vocab_size: int) -> int:
+        """The network's output width: |V| (full softmax), N + 1 (class tail: the last "in the tail"), N
+        (back-off), or |V| + 1 (network tail: the list, "in the tail", then the tail's words)."""
         if not self.shortlist:
-            return None
-        return self.shortlist + (1 if self.tail == "class" else 0)
+            return vocab_size
+        return {"class": self.shortlist + 1, "backoff": self.shortlist, "network": vocab_size + 1}[self.tail]
+
+    @property
+    def output_rows(self) -> bool:
+        """Output weights stored one row per output: training reads only some rows (sampled losses, the
+        network tail's words)."""
+        return self.loss != "softmax" or (bool(self.shortlist) and self.tail == "network")
 
     def check_vocab_size(self, vocab_size: int) -> None:
         """The settings that depend on |V|, checked once the vocabulary is known."""

@@ -13,7 +13,7 @@ A training run (`nplm_tf.train`) writes
     export/<version>/ the SavedModel
     corpus.json       the corpus flags it was trained with (evaluate and query read the same corpus)
     mixture.json      after `evaluate --ngram_dir`: the fitted mixture weights
-    tail_ngram/       with --shortlist: the Kneser-Ney model of the tail (an n-gram directory)
+    tail_ngram/       with --shortlist and an n-gram tail: its Kneser-Ney model (an n-gram directory)
     metrics.json      written last: the run's results
 
 and an n-gram directory (`nplm_tf.ngram`) holds vocab.tsv, ngram.npz,

@@ -69,14 +69,17 @@ flags.DEFINE_integer(
     "shortlist",
     _D.shortlist,
     "N > 0: the network predicts the N most frequent words; the rest (the tail) take "
-    "their probability from a Kneser-Ney n-gram, exactly normalized (0: the full softmax).",
+    "their probability from a Kneser-Ney n-gram (--tail=network: from a second softmax of the network), "
+    "exactly normalized (0: the full softmax).",
 )
 flags.DEFINE_enum(
     "tail",
     _D.tail,
-    ["class", "backoff"],
+    ["class", "backoff", "network"],
     "With --shortlist: 'class' (N + 1 outputs, the last 'in the tail'; "
-    "Goodfellow et al. eq. 12.10) or 'backoff' (N outputs scaled by the n-gram's list mass; Schwenk 2007).",
+    "Goodfellow et al. eq. 12.10), 'backoff' (N outputs scaled by the n-gram's list mass; Schwenk 2007), or "
+    "'network' (the class tail's words scored by a second softmax of the network instead of an n-gram; in "
+    "training it is computed only for the targets in the tail).",
 )
 flags.DEFINE_integer(
     "tail_ngram_order", _D.tail_ngram_order, "With --shortlist: K of the tail's Kneser-Ney model (0: min(4, n))."
@@ -107,6 +110,8 @@ def config_from_flags() -> Config:
     for name in ("tail", "tail_ngram_order", "ngram_dir"):
         if FLAGS[name].present and not config.shortlist:
             raise ConfigError(f"--{name} needs --shortlist=N > 0 (it configures the short list's tail).")
+    if FLAGS["ngram_dir"].present and config.shortlist and not config.ngram_tail:
+        raise ConfigError("--ngram_dir needs an n-gram tail (--tail=class or backoff); --tail=network has none.")
     if FLAGS["num_sampled"].present and config.loss == "softmax":
         raise ConfigError("--num_sampled needs --loss=sampled_softmax or --loss=nce.")
     return config

@@ -58,7 +58,8 @@ def test_serving_bad_flags_are_one_sentence(flags, message, tmp_path):
         (
             ["--variants=softmax,nope", "--shortlists=6", "--num_sampled=5"],
             "unknown variants ['nope']; choose from "
-            "['softmax', 'shortlist_6_class', 'shortlist_6_backoff', 'sampled_softmax_5', 'nce_5']",
+            "['softmax', 'shortlist_6_class', 'shortlist_6_backoff', 'shortlist_6_network', 'sampled_softmax_5', "
+            "'nce_5']",
         ),
     ],
 )
@@ -74,7 +75,7 @@ def test_large_vocab_benchmark_alternates_variants_and_writes_its_table(tmp_path
     paths = helpers.tiny_corpus_files(tmp_path, train=150, valid=20, test=20)
     readme = tmp_path / "README.md"
     readme.write_text("# Benchmarks\n<!-- large_vocab table: begin -->\nold\n<!-- large_vocab table: end -->\ntail\n")
-    names = ["softmax", "shortlist_6_class", "nce_5"]  # of the five (the bad-flag test lists them all)
+    names = ["softmax", "shortlist_6_class", "nce_5"]  # of the six (the bad-flag test lists them all)
     flags = [
         f"--output={tmp_path / 'out'}",
         "--epochs=2",

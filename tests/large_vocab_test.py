@@ -13,7 +13,8 @@ import tensorflow as tf
 
 from nplm_tf.baselines import kneser_ney as kn
 from nplm_tf.network import model as model_lib
-from nplm_tf.network import scoring, shortlist
+from nplm_tf.network import objectives, scoring, shortlist
+from nplm_tf.network.network_tail import NetworkTail
 from nplm_tf.network.shortlist import ShortListTail
 from nplm_tf.training import trainer
 from nplm_tf.training.data import eval_dataset
@@ -126,6 +127,50 @@ def test_id_tables_are_int32_when_their_bound_fits_and_top_k_reads_either():
     np.testing.assert_array_equal(drawn.numpy(), wide.sample(logits, contexts, seed).numpy())
 
 
+def test_the_network_tail_sums_to_one_and_ranks_and_samples_its_distribution():
+    """The network tail's P(w | C): P_head for the list, P_head(tail)·P_tail for the tail. Sums to one over V
+    (dropping the head's tail factor, or taking the tail's softmax over the wrong outputs, fails it);
+    `top_k` is the distribution's; `sample` draws in proportion to it, a banned word left out."""
+    tail, contexts = NetworkTail(12), random_contexts(1, count=20)
+    logits = tf.random.stateless_normal([20, V + 1], seed=[1, 2])  # no word so rare that one draw of it fails
+    by_target = np.exp(all_targets_log_probs(tail, logits, contexts))
+    np.testing.assert_allclose(by_target.sum(axis=1), 1.0, atol=1e-5)
+    distribution = tail.distribution(logits, contexts).numpy()
+    np.testing.assert_allclose(distribution, by_target, rtol=1e-5)
+    head = tf.nn.softmax(tf.cast(logits[:, :13], tf.float64)).numpy()
+    np.testing.assert_allclose(distribution[:, :12], head[:, :12], rtol=1e-12)  # the list: the head's own
+    values, ids = (t.numpy() for t in tail.top_k(logits, contexts, tf.constant(7)))
+    ranked = np.argsort(-distribution, axis=1, kind="stable")[:, :7]
+    np.testing.assert_array_equal(ids, ranked)
+    np.testing.assert_allclose(values, np.take_along_axis(distribution, ranked, axis=1), rtol=1e-12)
+    draws = 10_000
+    rows = tf.repeat(tf.range(20), draws)
+    for ban in (False, True):
+        drawn = tail.sample(tf.gather(logits, rows), tf.gather(contexts, rows), tf.constant([5, 9]), 1, ban)
+        frequency = np.stack([np.bincount(row, minlength=V) for row in drawn.numpy().reshape(20, draws)]) / draws
+        expected = np.where(np.arange(V) == 1, 0.0, distribution) if ban else distribution
+        helpers.assert_drawn_in_proportion(frequency, expected / expected.sum(axis=1, keepdims=True), draws, 5)
+
+
+def test_network_tail_training_loss_is_the_exact_negative_log_probability():
+    """What training minimizes per example (the tail's softmax only for tail targets) is −ln P of evaluation's
+    path over all |V| + 1 outputs, and so is the Keras loss: a tail word read from the wrong output row, or a
+    list word charged the tail's softmax, fails it."""
+    config = helpers.tiny_config(shortlist=6, tail="network", weight_decay=1e-3)
+    model = model_lib.build_model(config, V)
+    layer = model.get_layer("nplm")
+    assert layer.U.shape == (V + 1, 16)  # rows: the list, "in the tail", the tail's words
+    layer.b.assign(tf.random.stateless_normal([V + 1], seed=[7, 8]))
+    context = tf.constant(np.random.default_rng(4).integers(0, V + 1, size=(64, 2)), tf.int32)
+    target = tf.constant(np.arange(64) % V, tf.int32)  # list and tail words alike
+    objective = objectives.make_objective(config, np.ones(V))
+    nll, regularization = objective.losses(model, context, target)
+    expected = -NetworkTail(6).log_prob(model(context), tf.reverse(context, axis=[1]), target).numpy()
+    np.testing.assert_allclose(nll.numpy(), expected, rtol=1e-5)
+    np.testing.assert_allclose(objective.keras_loss().call(target, model(context)).numpy(), expected, rtol=1e-5)
+    assert regularization.numpy() > 1e-3 * np.sum(np.square(layer.U.numpy())) - 1e-6  # every output row decayed
+
+
 def tiny_corpus(tmp_path):
     paths = helpers.tiny_corpus_files(tmp_path, train=150, valid=20, test=20)
     return corpus_lib.files_corpus(paths["train"], paths["valid"], paths["test"]), paths
@@ -218,7 +263,7 @@ def files_flags(tmp_path_factory):
     return helpers.files_flags(paths), paths
 
 
-@pytest.mark.parametrize("tail_kind", ["class", "backoff"])
+@pytest.mark.parametrize("tail_kind", ["class", "backoff", "network"])
 def test_a_short_list_model_resumes_exports_and_serves_evaluates_probabilities(tail_kind, files_flags, tmp_path):
     model_dir = str(tmp_path / "m")
     args = [
@@ -281,6 +326,14 @@ def bad_cases(root):
         "tail_alone": (["--tail=backoff"], "tail='backoff' needs shortlist > 0"),
         "default_tail_alone": (["--tail=class"], "--tail needs --shortlist=N > 0"),
         "order_alone": (["--tail_ngram_order=3"], "tail_ngram_order=3 needs shortlist > 0"),
+        "network_order": (
+            ["--shortlist=5", "--tail=network", "--tail_ngram_order=3"],
+            "tail_ngram_order=3 needs an n-gram tail",
+        ),
+        "network_ngram": (
+            ["--shortlist=5", "--tail=network", f"--ngram_dir={root}"],
+            "--ngram_dir needs an n-gram tail",
+        ),
         "no_samples": (["--loss=nce", "--num_sampled=0"], "num_sampled=0 must be positive"),
         "too_many_samples": (["--loss=nce", "--num_sampled=20"], "num_sampled=20 must be smaller than |V| = 20"),
         "gcide": (
@@ -298,6 +351,8 @@ def bad_cases(root):
         "tail_alone",
         "default_tail_alone",
         "order_alone",
+        "network_order",
+        "network_ngram",
         "no_samples",
         "too_many_samples",
         "gcide",

@@ -98,7 +98,8 @@ def attach_tail(model: keras.Model, tail) -> keras.Model:
 
 
 def build_model(config: Config, vocab_size: int) -> keras.Model:
-    """context ids (batch, n-1) -> logits (batch, |V|) (a short list's: (batch, N [+ 1]))."""
+    """context ids (batch, n-1) -> logits (batch, |V|) (a short list's: (batch, N + 1), (batch, N), or with the
+    network tail (batch, |V| + 1))."""
     context = keras.Input(shape=(config.context_size,), dtype="int32", name="context")
     logits = NPLMLayer(
         vocab_size=vocab_size,
@@ -109,8 +110,8 @@ def build_model(config: Config, vocab_size: int) -> keras.Model:
         weight_decay=config.weight_decay,
         dropout=config.dropout,
         seed=config.seed,
-        output_size=config.output_size,
-        output_rows=config.loss != "softmax",
+        output_size=config.output_size(vocab_size),
+        output_rows=config.output_rows,
         dtype=config.precision,
         name="nplm",
     )(context)

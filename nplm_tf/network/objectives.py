@@ -5,7 +5,10 @@
   tail (Goodfellow et al. eq. 12.10) it has N + 1 outputs and a target in the tail is trained as output N,
   "the word is in the tail"; with the `backoff` tail (Schwenk 2007) it has N outputs and learns
   P(w | context, w ∈ L): windows whose target is in the tail carry no loss. The n-gram that scores the tail
-  enters only at evaluation (`network.shortlist`).
+  enters only at evaluation (`network.shortlist`). With the `network` tail (`network.network_tail`) the
+  network has |V| + 1 outputs, the class tail's N + 1 and then the tail's words: each example is trained on
+  −ln P_head(output | C), and an example whose target is in the tail also on −ln P_tail(target | C), the tail's
+  softmax computed for those examples only.
 - `sampled_softmax` and `nce`: each batch scores its targets and `num_sampled` noise words drawn once per
   batch from the unigram distribution raised to 0.75 (the train counts), corrected by the log of each
   word's expected count as in TensorFlow's `sampled_softmax_loss` / `nce_loss`. Sampled softmax removes
@@ -32,13 +35,14 @@ class ShortListNLL(keras.losses.Loss):
 
     Args:
       list_size: N; targets ≥ N are in the tail.
-      tail: "class" (the tail is output N) or "backoff" (tail targets carry no loss).
+      tail: "class" (the tail is output N), "backoff" (tail targets carry no loss) or "network" (the tail is
+        output N, and its words outputs N + 1 onwards: the exact −ln P over the whole vocabulary).
     """
 
     def __init__(self, list_size, tail="class", name="shortlist_nll", **kwargs):
         super().__init__(name=name, **kwargs)
-        if tail not in ("class", "backoff"):
-            raise ValueError(f"`tail` must be 'class' or 'backoff'. Received: tail={tail!r}")
+        if tail not in ("class", "backoff", "network"):
+            raise ValueError(f"`tail` must be 'class', 'backoff' or 'network'. Received: tail={tail!r}")
         self.list_size = int(list_size)
         self.tail = tail
 
@@ -51,6 +55,12 @@ class ShortListNLL(keras.losses.Loss):
 
 def shortlist_nll(targets, logits, list_size: int, tail: str):
     targets = tf.cast(tf.reshape(targets, [-1]), tf.int32)
+    if tail == "network":
+        head = token_nll(tf.minimum(targets, list_size), logits[:, : list_size + 1])
+        in_tail = targets >= list_size
+        return head + token_nll(tf.maximum(targets - list_size, 0), logits[:, list_size + 1 :]) * tf.cast(
+            in_tail, tf.float32
+        )
     if tail == "class":
         return token_nll(tf.minimum(targets, list_size), logits)  # every tail word is output N
     in_list = targets < list_size
@@ -82,6 +92,41 @@ class ShortList(Objective):
 
     def keras_loss(self):
         return ShortListNLL(self.list_size, self.tail)
+
+
+class NetworkShortList(Objective):
+    """A short list with the network tail (`network.network_tail`): the head's softmax (N + 1 outputs) for
+    every example, the tail's (|V| − N outputs) only for the examples whose target is in the tail, so a
+    batch's output layer costs (N + 1 + its tail targets' share of |V| − N) rows of the full softmax's |V|.
+    R(θ) decays every output row, as the full softmax does. The output matmuls are float32, as a sampled
+    objective's are.
+
+    Args:
+      list_size: N.
+    """
+
+    custom_step = True
+
+    def __init__(self, list_size: int):
+        self.list_size = int(list_size)
+
+    def keras_loss(self):
+        return ShortListNLL(self.list_size, "network")  # the exact −ln P from all |V| + 1 outputs
+
+    def losses(self, model, context, target):
+        layer = model.get_layer("nplm")
+        n = self.list_size
+        z, rows, regularization = layer.output_inputs(context, training=True)  # (B, D), [(|V| + 1, ·)] float32
+        output = rows[0] if len(rows) == 1 else tf.concat(rows, axis=1)  # (|V| + 1, D)
+        target = tf.cast(tf.reshape(target, [-1]), tf.int32)
+        head = tf.matmul(z, output[: n + 1], transpose_b=True) + layer.b[: n + 1]
+        nll = token_nll(tf.minimum(target, n), head)  # (B,)
+        in_tail = tf.where(target >= n)  # (T, 1)
+        tail_logits = tf.matmul(tf.gather_nd(z, in_tail), output[n + 1 :], transpose_b=True) + layer.b[n + 1 :]
+        tail_nll = token_nll(tf.gather_nd(target, in_tail) - n, tail_logits)  # (T,)
+        nll += tf.scatter_nd(in_tail, tail_nll, tf.shape(nll, out_type=tf.int64))
+        regularization += layer.weight_decay * tf.reduce_sum(tf.square(output))
+        return nll, regularization
 
 
 class Sampled(Objective):
@@ -141,6 +186,8 @@ class Sampled(Objective):
 
 def make_objective(config: Config, counts) -> Objective:
     """The objective of `config`; `counts` are the vocabulary's train counts (sampled noise)."""
+    if config.shortlist and config.tail == "network":
+        return NetworkShortList(config.shortlist)
     if config.shortlist:
         return ShortList(config.shortlist, config.tail)
     if config.loss != "softmax":

@@ -114,5 +114,8 @@ def make_optimizer(config: Config) -> keras.optimizers.Optimizer:
     if config.optimizer == "sgd":
         # Plain SGD (no momentum) keeps the update of C sparse.
         return keras.optimizers.SGD(learning_rate=learning_rate(config))
-    # Large-vocabulary modes update only the rows a batch uses (see FusedAdam's `lazy`).
-    return FusedAdam(learning_rate=learning_rate(config), lazy=bool(config.shortlist) or config.loss != "softmax")
+    # Large-vocabulary modes update only the rows a batch uses (see FusedAdam's `lazy`); not the network tail,
+    # whose output layer is updated whole anyway and which aims at the full softmax's results (Brown, N = 4,000:
+    # valid 181.10 lazy against 179.14 dense after 4 epochs).
+    lazy = config.loss != "softmax" or (bool(config.shortlist) and config.tail != "network")
+    return FusedAdam(learning_rate=learning_rate(config), lazy=lazy)

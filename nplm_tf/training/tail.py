@@ -9,6 +9,7 @@ from nplm_tf.baselines import build as ngram_lib
 from nplm_tf.baselines import kneser_ney as kn
 from nplm_tf.baselines import network_mixture
 from nplm_tf.config import Config, ConfigError
+from nplm_tf.network.network_tail import NetworkTail
 from nplm_tf.network.shortlist import ShortListTail
 from nplm_tf.run_dir import RunDir
 from pipelines import corpus as corpus_lib
@@ -18,14 +19,15 @@ from pipelines import vocabulary as vocab_lib
 
 def prepare_tail(
     config: Config, vocab: vocab_lib.Vocabulary, corpus: corpus_lib.Corpus, model_dir: str, ngram_dir: str | None = None
-) -> ShortListTail | None:
-    """The tail of a short-list run (None without a short list), kept in MODEL_DIR/tail_ngram.
+) -> ShortListTail | NetworkTail | None:
+    """The tail of a short-list run (None without a short list); an n-gram tail's model is kept in
+    MODEL_DIR/tail_ngram (the network tail has none).
 
     The first run builds modified Kneser-Ney of order `config.tail_order` on the train split with the
     network's vocabulary, or copies the model in `ngram_dir` (same vocabulary, order K); later runs reload it.
     """
-    if not config.shortlist:
-        return None
+    if not config.ngram_tail:
+        return NetworkTail(config.shortlist) if config.shortlist else None
     run = RunDir(model_dir)
     tail_dir = RunDir(run.tail_ngram_dir)
     if os.path.isfile(tail_dir.ngram_model):
@@ -69,10 +71,10 @@ def check_tail_model(model, config: Config, where: str) -> None:
         raise ConfigError(f"the n-gram in {where} has order {model.order}, not tail_ngram_order={config.tail_order}.")
 
 
-def load_tail(run: RunDir, config: Config) -> ShortListTail | None:
+def load_tail(run: RunDir, config: Config) -> ShortListTail | NetworkTail | None:
     """The tail a short-list run kept (None for a full-softmax run)."""
-    if not config.shortlist:
-        return None
+    if not config.ngram_tail:
+        return NetworkTail(config.shortlist) if config.shortlist else None
     tail_dir = run.tail_ngram_dir
     if not os.path.isfile(RunDir(tail_dir).ngram_model):
         raise ConfigError(

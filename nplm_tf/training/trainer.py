@@ -62,15 +62,21 @@ def init_output_bias(model: keras.Model, vocab: vocab_lib.Vocabulary, config: Co
     """b = ln of the train unigram frequencies of the outputs: training starts from the unigram model.
 
     A short list's outputs are its N words and, with the class tail, the tail's total; with the back-off
-    tail the list's frequencies are normalized over the list.
+    tail the list's frequencies are normalized over the list; the network tail's are the class tail's and
+    then its words' frequencies normalized over the tail.
     """
     counts = np.asarray(vocab.counts, np.float64) + 1.0  # add-one: <unk> may count 0
     shortlist = config.shortlist if config is not None else 0
-    if shortlist and config.tail == "class":
-        counts = np.append(counts[:shortlist], counts[shortlist:].sum())
+    head = counts
+    if shortlist and config.tail in ("class", "network"):
+        head = np.append(counts[:shortlist], counts[shortlist:].sum())
     elif shortlist:
-        counts = counts[:shortlist]
-    model.get_layer("nplm").b.assign(np.log(counts / counts.sum()).astype(np.float32))
+        head = counts[:shortlist]
+    bias = np.log(head / head.sum())
+    if shortlist and config.tail == "network":  # then the tail's own softmax: its words' frequencies in the tail
+        tail = counts[shortlist:]
+        bias = np.append(bias, np.log(tail / tail.sum()))
+    model.get_layer("nplm").b.assign(bias.astype(np.float32))
 
 
 def train_and_evaluate(

@@ -1,0 +1,80 @@
+"""A short list whose tail is scored by the network itself: exact probabilities over the whole vocabulary.
+
+With L the N most frequent words (ids 0..N-1) and T the rest, the network has |V| + 1 outputs: the list's N,
+then "the word is in the tail" (output N), then the tail's words (output N + 1 + i - N for word i ≥ N). Two
+softmaxes share its hidden layer:
+
+    P(i | C) = P_head(i | C) for i in L,   P_head(tail | C) · P_tail(i | C) for i in T,
+
+with P_head the softmax of outputs 0..N and P_tail that of outputs N+1..|V|. It is the class tail
+(Goodfellow et al. eq. 12.10) with the n-gram's P_ng(i | C) / (1 − m(C)) replaced by the network's own
+P_tail(i | C): a two-level softmax whose first level is the short list (the adaptive softmax of Grave et al.
+2017, with one tail cluster at full width). Training computes the tail's softmax only for the examples whose
+target is in the tail (`objectives.NetworkShortList`), which is where it is cheaper than the full softmax;
+scoring, ranking and sampling compute all |V| + 1 outputs, as the full softmax does.
+
+The interface is `shortlist.ShortListTail`'s, so evaluation, mixtures and the SavedModel use either. Core
+TensorFlow ops in float64; contexts are not read (the network has seen them).
+"""
+
+from __future__ import annotations
+
+import tensorflow as tf
+
+from nplm_tf.network import model as model_lib
+
+
+class NetworkTail(tf.Module):
+    """Exact P(w | C) from the |V| + 1 logits of a network-tail short list of N words."""
+
+    tail = "network"
+
+    def __init__(self, list_size: int, name: str = "network_tail"):
+        super().__init__(name=name)
+        if list_size < 1:
+            raise ValueError(f"list_size={list_size} must be positive.")
+        self.list_size = int(list_size)
+
+    def rank_tail(self) -> None:
+        """Nothing to build: `top_k` ranks the network's own outputs."""
+
+    def log_prob(self, logits: tf.Tensor, context: tf.Tensor, target: tf.Tensor) -> tf.Tensor:
+        """ln P(target | context), (batch,) float64, from the logits (batch, |V| + 1)."""
+        del context
+        n = self.list_size
+        target = tf.cast(target, tf.int64)
+        in_list = target < n
+        ln_head = model_lib.log_softmax_at(logits[:, : n + 1], tf.minimum(target, n))
+        ln_tail = model_lib.log_softmax_at(logits[:, n + 1 :], tf.maximum(target - n, 0))
+        return tf.cast(tf.where(in_list, ln_head, ln_head + ln_tail), tf.float64)
+
+    def distribution(self, logits: tf.Tensor, context: tf.Tensor) -> tf.Tensor:
+        """P(· | context) over all |V| words, (batch, |V|) float64."""
+        del context
+        n = self.list_size
+        logits = tf.cast(logits, tf.float64)
+        head = tf.nn.softmax(logits[:, : n + 1])
+        return tf.concat([head[:, :n], head[:, n : n + 1] * tf.nn.softmax(logits[:, n + 1 :])], axis=1)
+
+    def top_k(self, logits: tf.Tensor, context: tf.Tensor, k: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
+        """The k most probable words and their P (ties: the lower id first): (batch, k) float64, (batch, k) int64."""
+        top = tf.math.top_k(self.distribution(logits, context), k=k)
+        return top.values, tf.cast(top.indices, tf.int64)
+
+    def sample(self, logits: tf.Tensor, context: tf.Tensor, seed: tf.Tensor, banned=None, ban=True) -> tf.Tensor:
+        """One word per row drawn from `distribution`, (batch,) int64: an output of the head, and when it is the
+        tail's, a word of the tail's softmax. `seed`: a stateless seed pair. `banned`: a list word never drawn
+        while `ban` holds (the others keep their proportions)."""
+        del context
+        n, seed = self.list_size, tf.cast(seed, tf.int64)
+        logits = tf.cast(logits, tf.float64)
+        head = tf.nn.log_softmax(logits[:, : n + 1])
+        if banned is not None:
+            if not 0 <= banned < n:
+                raise ValueError(f"only a list word can be banned from sampling; {banned} is not below N = {n}.")
+            shut = (tf.range(n + 1) == banned) & tf.cast(ban, tf.bool)
+            head = tf.where(shut[None, :], tf.constant(-1e30, tf.float64), head)
+        pick = tf.random.stateless_categorical(head, 1, seed=tf.random.experimental.stateless_fold_in(seed, 0))[:, 0]
+        seed_tail = tf.random.experimental.stateless_fold_in(seed, 1)
+        tail_word = n + tf.random.stateless_categorical(logits[:, n + 1 :], 1, seed=seed_tail)[:, 0]
+        return tf.where(pick == n, tail_word, pick)
