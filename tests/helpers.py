@@ -106,6 +106,12 @@ def error_lines(stderr: str) -> list[str]:
     return [line for line in stderr.splitlines() if line.startswith("error: ")]
 
 
+def assert_one_sentence(result: subprocess.CompletedProcess, message: str) -> None:
+    """A binary refused its input: a non-zero exit and exactly one error sentence, which contains `message`."""
+    errors = error_lines(result.stderr)
+    assert result.returncode != 0 and len(errors) == 1 and message in errors[0], result.stderr[-2000:]
+
+
 def check_top_k_generation(served, prompt: str, k: int, rows: int = 3000, temperature: float = 0.7) -> None:
     """A SavedModel's `generate` with top_k = k: each row's first word is one of `next_word`'s k best that
     is not `<unk>`, drawn with probability ∝ P^(1/temperature) (within 4.5 standard errors over `rows` rows),
