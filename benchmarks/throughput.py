@@ -117,7 +117,7 @@ def main(argv, config):
     # The output layer's width per token: |V|, a short list's N (+ 1) (the network tail's: N + 1, and its tail
     # words for the train tokens in the tail), or a sampled loss's targets and noise.
     width = config.output_size(v) if config.loss == "softmax" else config.num_sampled + 1
-    if config.shortlist and config.tail == "network":
+    if config.network_tail:
         counts = np.asarray(data.vocab.counts, np.float64)
         width = config.shortlist + 1 + counts[config.shortlist :].sum() / counts.sum() * (v - config.shortlist)
     flops_per_token = 6 * (h * width + n1m * h + (n1m * width if config.direct else 0))

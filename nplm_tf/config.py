@@ -126,9 +126,14 @@ class Config:
         return self.tail_ngram_order or min(DEFAULT_TAIL_ORDER, self.order)
 
     @property
+    def network_tail(self) -> bool:
+        """Whether the network's own second softmax scores the short list's tail."""
+        return bool(self.shortlist) and self.tail == "network"
+
+    @property
     def ngram_tail(self) -> bool:
         """Whether a Kneser-Ney n-gram scores the short list's tail (class and back-off tails)."""
-        return bool(self.shortlist) and self.tail != "network"
+        return bool(self.shortlist) and not self.network_tail
 
     def output_size(self, vocab_size: int) -> int:
         """The network's output width: |V| (full softmax), N + 1 (class tail: the last "in the tail"), N
@@ -141,7 +146,7 @@ class Config:
     def output_rows(self) -> bool:
         """Output weights stored one row per output: training reads only some rows (sampled losses, the
         network tail's words)."""
-        return self.loss != "softmax" or (bool(self.shortlist) and self.tail == "network")
+        return self.loss != "softmax" or self.network_tail
 
     def check_vocab_size(self, vocab_size: int) -> None:
         """The settings that depend on |V|, checked once the vocabulary is known."""

@@ -25,6 +25,7 @@ import tensorflow as tf
 
 from nplm_tf.config import Config
 from nplm_tf.network.model import NegativeLogLikelihood, token_nll
+from nplm_tf.network.network_tail import NetworkTail
 
 NOISE_DISTORTION = 0.75  # noise ∝ count^0.75
 
@@ -55,12 +56,8 @@ class ShortListNLL(keras.losses.Loss):
 
 def shortlist_nll(targets, logits, list_size: int, tail: str):
     targets = tf.cast(tf.reshape(targets, [-1]), tf.int32)
-    if tail == "network":
-        head = token_nll(tf.minimum(targets, list_size), logits[:, : list_size + 1])
-        in_tail = targets >= list_size
-        return head + token_nll(tf.maximum(targets - list_size, 0), logits[:, list_size + 1 :]) * tf.cast(
-            in_tail, tf.float32
-        )
+    if tail == "network":  # evaluation's formula (training itself runs `NetworkShortList.losses`)
+        return -tf.cast(NetworkTail(list_size).log_prob(logits, None, targets), tf.float32)
     if tail == "class":
         return token_nll(tf.minimum(targets, list_size), logits)  # every tail word is output N
     in_list = targets < list_size
@@ -186,7 +183,7 @@ class Sampled(Objective):
 
 def make_objective(config: Config, counts) -> Objective:
     """The objective of `config`; `counts` are the vocabulary's train counts (sampled noise)."""
-    if config.shortlist and config.tail == "network":
+    if config.network_tail:
         return NetworkShortList(config.shortlist)
     if config.shortlist:
         return ShortList(config.shortlist, config.tail)

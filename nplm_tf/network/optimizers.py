@@ -117,5 +117,4 @@ def make_optimizer(config: Config) -> keras.optimizers.Optimizer:
     # Large-vocabulary modes update only the rows a batch uses (see FusedAdam's `lazy`); not the network tail,
     # whose output layer is updated whole anyway and which aims at the full softmax's results (Brown, N = 4,000:
     # valid 181.10 lazy against 179.14 dense after 4 epochs).
-    lazy = config.loss != "softmax" or (bool(config.shortlist) and config.tail != "network")
-    return FusedAdam(learning_rate=learning_rate(config), lazy=lazy)
+    return FusedAdam(learning_rate=learning_rate(config), lazy=config.ngram_tail or config.loss != "softmax")

@@ -26,11 +26,9 @@ def prepare_tail(
     The first run builds modified Kneser-Ney of order `config.tail_order` on the train split with the
     network's vocabulary, or copies the model in `ngram_dir` (same vocabulary, order K); later runs reload it.
     """
-    if not config.ngram_tail:
-        return NetworkTail(config.shortlist) if config.shortlist else None
     run = RunDir(model_dir)
     tail_dir = RunDir(run.tail_ngram_dir)
-    if os.path.isfile(tail_dir.ngram_model):
+    if not config.ngram_tail or os.path.isfile(tail_dir.ngram_model):  # nothing to build, or built already
         return load_tail(run, config)
     os.makedirs(tail_dir.path, exist_ok=True)
     model = tail_ngram(vocab, corpus, config.tail_order, ngram_dir)

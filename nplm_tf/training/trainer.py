@@ -73,7 +73,7 @@ def init_output_bias(model: keras.Model, vocab: vocab_lib.Vocabulary, config: Co
     elif shortlist:
         head = counts[:shortlist]
     bias = np.log(head / head.sum())
-    if shortlist and config.tail == "network":  # then the tail's own softmax: its words' frequencies in the tail
+    if shortlist and config.network_tail:  # then the tail's own softmax: its words' frequencies in the tail
         tail = counts[shortlist:]
         bias = np.append(bias, np.log(tail / tail.sum()))
     model.get_layer("nplm").b.assign(bias.astype(np.float32))
