@@ -147,7 +147,17 @@ def _start_train(model_dir, data, epochs):
         *TINY,
         *data[1],
     ]
-    return subprocess.Popen(args, cwd=helpers.ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    # A child inherits an ignored SIGINT, and Python then installs no KeyboardInterrupt handler: the suite run
+    # as a background job of a non-interactive shell (POSIX ignores SIGINT and SIGQUIT there) sent its Ctrl-C
+    # into the void and the child trained on. A handler set here is reset to the default at exec, as in a
+    # terminal.
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        return subprocess.Popen(
+            args, cwd=helpers.ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        )
+    finally:
+        signal.signal(signal.SIGINT, previous)
 
 
 def _wait_for_epochs(model_dir, proc, count, timeout=240):
