@@ -20,7 +20,7 @@ setup(
         "numpy>=1.26,<3",
     ],
     extras_require={
-        "test": ["pytest==9.2.0", "kenlm==0.3.0", "ruff==0.17.6"]
+        "test": ["pytest==9.2.0", "pytest-xdist==3.8.0", "kenlm==0.3.0", "ruff==0.17.6"]
     },  # kenlm: ARPA round trip; ruff: format check
     entry_points={
         "console_scripts": [
