@@ -22,6 +22,7 @@ from collections.abc import Callable
 
 from absl import app
 
+from pipelines import interrupts
 from pipelines.errors import UserError
 
 USER_ERRORS = (UserError, FileNotFoundError)
@@ -77,6 +78,7 @@ def guarded(
             logging.set_verbosity(logging.WARNING)
         if len(argv) > 1:
             fail(f"unexpected arguments {argv[1:]}; every option is a --flag.", 2)
+        interrupts.install()  # a Ctrl-C that Python drops (raised inside a __del__) is raised again
         try:
             if check is None:
                 import_tensorflow_quietly()

@@ -180,7 +180,7 @@ def test_interrupted_training_resumes(sig, code, data, tmp_path):
         _, stderr = proc.communicate(timeout=60)
     finally:
         proc.kill()
-    assert proc.returncode == code
+    assert proc.returncode == code, stderr[-3000:]
     if sig == signal.SIGINT:
         assert "run the same command again to resume" in helpers.error_lines(stderr)[0]
     recorded = json.load(open(os.path.join(model_dir, "history.json")))

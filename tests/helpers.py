@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
+import signal
 import subprocess
 import sys
+from collections.abc import Iterator
 
 from nplm_tf.config import Config
+from pipelines import interrupts
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SHARED_NLTK = os.path.join(os.path.dirname(ROOT), "shared", "nltk_data")
@@ -170,3 +174,24 @@ def assert_drawn_in_proportion(frequency, expected, draws: int, sigmas: float) -
     error = np.sqrt(expected * (1 - expected) / draws)
     gap = np.abs(frequency - expected)
     assert np.all(gap <= sigmas * error + 1e-9), (gap.max(), frequency, expected)
+
+
+@contextlib.contextmanager
+def remembering_interrupts() -> Iterator[None]:
+    """`pipelines.interrupts` installed in this (main) thread for the block, whatever SIGINT was before."""
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        assert interrupts.install()
+        yield
+    finally:
+        interrupts.reset()
+        signal.signal(signal.SIGINT, previous)
+
+
+class DropsAnInterrupt:
+    """Sends SIGINT to this process from its `__del__`: the handler runs there, and Python drops (prints as
+    "Exception ignored") the KeyboardInterrupt it raises, as when Ctrl-C lands in a TensorFlow or h5py
+    object's clean-up."""
+
+    def __del__(self):
+        signal.raise_signal(signal.SIGINT)

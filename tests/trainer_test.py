@@ -67,6 +67,34 @@ def test_resume_after_interruption_matches_uninterrupted_run(tmp_path, dropout):
     )
 
 
+class DropInterrupt(keras.callbacks.Callback):
+    """At (epoch, batch), a Ctrl-C whose KeyboardInterrupt Python drops (`helpers.DropsAnInterrupt`)."""
+
+    def __init__(self, epoch, batch):
+        super().__init__()
+        self.at, self.epoch, self.batches = (epoch, batch), None, []
+
+    def on_epoch_begin(self, epoch, logs=None):
+        self.epoch = epoch
+
+    def on_train_batch_begin(self, batch, logs=None):
+        self.batches.append((self.epoch, batch))
+        if (self.epoch, batch) == self.at:
+            helpers.DropsAnInterrupt()
+
+
+def test_training_stops_at_the_step_after_an_interrupt_python_dropped(tmp_path):
+    config = helpers.tiny_config(epochs=4)
+    dropper = DropInterrupt(epoch=1, batch=0)
+    with helpers.remembering_interrupts(), pytest.raises(KeyboardInterrupt):
+        trainer.train_and_evaluate(
+            config, str(tmp_path / "m"), files_corpus(tmp_path), verbose=0, extra_callbacks=[dropper]
+        )
+    assert dropper.batches[-1] == (1, 0)  # stopped at that call's end: no call after it
+    assert len(RunDir(str(tmp_path / "m")).read_history()) == 1
+    assert not os.path.exists(tmp_path / "m" / "metrics.json")
+
+
 def test_resume_survives_a_truncated_backup(tmp_path):
     """A damaged newest backup falls back to the generation before it (and a half-written save is ignored)."""
     corpus = files_corpus(tmp_path)

@@ -39,6 +39,7 @@ from nplm_tf.training import tail as tail_lib
 from nplm_tf.training import trainer
 from nplm_tf.training.data import Data, prepare_data
 from pipelines import corpus as corpus_lib
+from pipelines import interrupts
 
 STEPS_PER_CALL = 16  # training steps per tf.function call (amortizes Python per step)
 
@@ -122,6 +123,7 @@ def train_multi_worker(
                 total = min(config.sync_every * replicas, steps - done)
                 done += total
                 nll += rounds.round(iterator, total, last=done == steps)[0]  # the last: weights and moments
+                interrupts.raise_if_interrupted()
             nll = collectives.all_reduce_sum(strategy, nll)
             extra["batches_per_worker"] = rounds.batches_per_worker()
             if config.balance_workers:
@@ -133,6 +135,7 @@ def train_multi_worker(
                 count = min(STEPS_PER_CALL, steps - done)
                 nll += float(train_steps(iterator, tf.constant(count)))
                 done += count
+                interrupts.raise_if_interrupted()
         seconds = time.perf_counter() - start
         valid = scoring.score(model, valid_ds, data.vocab.unk_id, batch_nll=batch_nll)
         record = {

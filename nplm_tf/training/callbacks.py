@@ -10,6 +10,7 @@ import tensorflow as tf
 
 from nplm_tf.network import scoring
 from nplm_tf.run_dir import RunDir
+from pipelines import interrupts
 
 LOSS_EVERY = 256  # training steps between two points of the loss curve
 
@@ -23,6 +24,17 @@ class EpochSeed(keras.callbacks.Callback):
 
     def on_epoch_begin(self, epoch, logs=None):
         self.epoch.assign(epoch)
+
+
+class Interruptible(keras.callbacks.Callback):
+    """Ends training with KeyboardInterrupt at the first step after a Ctrl-C, even one whose first raise Python
+    dropped (`pipelines.interrupts`)."""
+
+    def on_train_batch_end(self, batch, logs=None):
+        interrupts.raise_if_interrupted()
+
+    def on_epoch_end(self, epoch, logs=None):
+        interrupts.raise_if_interrupted()
 
 
 class StepLoss(keras.callbacks.Callback):

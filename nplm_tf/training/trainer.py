@@ -132,6 +132,7 @@ def train_and_evaluate(
         verbose = 1 if sys.stdout.isatty() else 2
     step_loss = callbacks_lib.StepLoss(run)
     callbacks = [
+        callbacks_lib.Interruptible(),
         callbacks_lib.EpochSeed(epoch),
         step_loss,  # before ValidationRecorder, which keeps its curve
         callbacks_lib.ValidationRecorder(run, valid_ds, data.tokens["train"], data.vocab.unk_id, step_loss),
