@@ -18,19 +18,24 @@ def files_corpus(tmp_path):
 
 
 class Interrupt(keras.callbacks.Callback):
-    """Raises KeyboardInterrupt at (epoch, batch), as Ctrl-C would."""
+    """A Ctrl-C at every call that begins at or after (epoch, batch): raised, as Ctrl-C would; or, `dropped`,
+    sent from inside a `__del__`, where Python drops its KeyboardInterrupt (`helpers.DropsAnInterrupt`).
+    `batches` lists the calls begun."""
 
-    def __init__(self, epoch, batch):
+    def __init__(self, epoch, batch, dropped=False):
         super().__init__()
-        self.at = (epoch, batch)
-        self.epoch = None
+        self.at, self.dropped, self.epoch, self.batches = (epoch, batch), dropped, None, []
 
     def on_epoch_begin(self, epoch, logs=None):
         self.epoch = epoch
 
     def on_train_batch_begin(self, batch, logs=None):
+        self.batches.append((self.epoch, batch))
         if (self.epoch, batch) >= self.at:
-            raise KeyboardInterrupt
+            if self.dropped:
+                helpers.DropsAnInterrupt()
+            else:
+                raise KeyboardInterrupt
 
 
 def test_small_run_writes_metrics_and_learns(tmp_path):
@@ -67,25 +72,9 @@ def test_resume_after_interruption_matches_uninterrupted_run(tmp_path, dropout):
     )
 
 
-class DropInterrupt(keras.callbacks.Callback):
-    """At (epoch, batch), a Ctrl-C whose KeyboardInterrupt Python drops (`helpers.DropsAnInterrupt`)."""
-
-    def __init__(self, epoch, batch):
-        super().__init__()
-        self.at, self.epoch, self.batches = (epoch, batch), None, []
-
-    def on_epoch_begin(self, epoch, logs=None):
-        self.epoch = epoch
-
-    def on_train_batch_begin(self, batch, logs=None):
-        self.batches.append((self.epoch, batch))
-        if (self.epoch, batch) == self.at:
-            helpers.DropsAnInterrupt()
-
-
 def test_training_stops_at_the_step_after_an_interrupt_python_dropped(tmp_path):
     config = helpers.tiny_config(epochs=4)
-    dropper = DropInterrupt(epoch=1, batch=0)
+    dropper = Interrupt(epoch=1, batch=0, dropped=True)
     with helpers.remembering_interrupts(), pytest.raises(KeyboardInterrupt):
         trainer.train_and_evaluate(
             config, str(tmp_path / "m"), files_corpus(tmp_path), verbose=0, extra_callbacks=[dropper]

@@ -33,9 +33,6 @@ class Interruptible(keras.callbacks.Callback):
     def on_train_batch_end(self, batch, logs=None):
         interrupts.raise_if_interrupted()
 
-    def on_epoch_end(self, epoch, logs=None):
-        interrupts.raise_if_interrupted()
-
 
 class StepLoss(keras.callbacks.Callback):
     """The training loss every `every` steps: to TensorBoard (`logs/train`, tag `step_loss`) and as a curve.
