@@ -171,6 +171,30 @@ def test_network_tail_training_loss_is_the_exact_negative_log_probability():
     assert regularization.numpy() > 1e-3 * np.sum(np.square(layer.U.numpy())) - 1e-6  # every output row decayed
 
 
+def test_network_tail_training_gradients_are_those_of_the_exact_loss():
+    """The training step's gradients (the output rows split by a custom gradient, `objectives._split_rows`) are
+    those of evaluation's −ln P plus R(θ) through Keras's layer call: a dropped decay term or a tail row's
+    gradient put on the wrong row fails it."""
+    config = helpers.tiny_config(shortlist=6, tail="network", weight_decay=1e-2, direct=True)
+    model = model_lib.build_model(config, V)
+    layer = model.get_layer("nplm")
+    layer.b.assign(tf.random.stateless_normal([V + 1], seed=[7, 9]))
+    context = tf.constant(np.random.default_rng(5).integers(0, V + 1, size=(64, 2)), tf.int32)
+    target = tf.constant(np.arange(64) % V, tf.int32)
+    objective = objectives.make_objective(config, np.ones(V))
+    with tf.GradientTape() as tape:
+        nll, regularization = objective.losses(model, context, target)
+        loss = tf.reduce_mean(nll) + regularization
+    got = tape.gradient(loss, model.trainable_weights)
+    with tf.GradientTape() as tape:
+        logits = model(context, training=True)
+        log_p = NetworkTail(6).log_prob(logits, None, target)
+        loss = -tf.reduce_mean(tf.cast(log_p, tf.float32)) + tf.add_n(model.losses)
+    expected = tape.gradient(loss, model.trainable_weights)
+    for weight, a, b in zip(model.trainable_weights, got, expected, strict=True):
+        np.testing.assert_allclose(tf.convert_to_tensor(a), tf.convert_to_tensor(b), atol=1e-6, err_msg=weight.name)
+
+
 def tiny_corpus(tmp_path):
     paths = helpers.tiny_corpus_files(tmp_path, train=150, valid=20, test=20)
     return corpus_lib.files_corpus(paths["train"], paths["valid"], paths["test"]), paths
