@@ -168,6 +168,8 @@ def test_network_tail_training_loss_is_the_exact_negative_log_probability():
     expected = -NetworkTail(6).log_prob(model(context), tf.reverse(context, axis=[1]), target).numpy()
     np.testing.assert_allclose(nll.numpy(), expected, rtol=1e-5)
     np.testing.assert_allclose(objective.keras_loss().call(target, model(context)).numpy(), expected, rtol=1e-5)
+    scored = scoring.nll_function(model_lib.attach_tail(model, NetworkTail(6)))(context, target)  # tail rows only
+    np.testing.assert_allclose(scored.numpy(), expected, rtol=1e-6)
     assert regularization.numpy() > 1e-3 * np.sum(np.square(layer.U.numpy())) - 1e-6  # every output row decayed
 
 
@@ -338,6 +340,18 @@ def test_a_short_list_model_resumes_exports_and_serves_evaluates_probabilities(t
     assert set(top["words"].numpy()[0].astype(str)) == set(vocab_words)
     few = served.signatures["next_word"](text=tf.constant(["the cat"]), k=tf.constant(5))  # ranked, not dense
     np.testing.assert_allclose(few["probabilities"].numpy(), top["probabilities"].numpy()[:, :5], rtol=1e-6)
+    # score's probabilities (the network tail's: its tail outputs only for tail targets) are next_word's
+    words = lines[0].split() + ["</s>"]
+    ranked = served.signatures["next_word"](
+        text=tf.constant([" ".join(words[:i]) for i in range(len(words))]), k=tf.constant(len(vocab_words))
+    )
+    ranked_words = ranked["words"].numpy().astype(str)
+    vocab_of = {word: word if word in vocab_words else "<unk>" for word in words}
+    next_word_p = [
+        ranked["probabilities"].numpy()[i, list(ranked_words[i]).index(vocab_of[w])] for i, w in enumerate(words)
+    ]
+    scored = served.signatures["score"](text=tf.constant(lines[:1]))["token_log_probs"].numpy()[0, : len(words)]
+    np.testing.assert_allclose(np.exp(scored), next_word_p, rtol=1e-5)
     helpers.check_top_k_generation(served, "the cat", k=4)  # drawn among the ranked words, no dense distribution
     helpers.check_sampled_generation(served, "the cat")  # temperature 1, every word: drawn from the parts
 

@@ -234,6 +234,28 @@ class NPLMLayer(keras.layers.Layer):
             self.add_loss(self.weight_decay * ops.cast(penalty, "float32"))
         return y
 
+    def hidden(self, context):
+        """Inference: the inputs of the output layer in the compute dtype, [tanh(d + H·x)] and x when W exists
+        (each (batch, ·)); `output_logits` maps them to y as `call` does."""
+        dtype = self.compute_dtype
+        _, xc, _ = self._inputs(context, training=False)
+        parts = []
+        if self.hidden_dim:
+            parts.append(ops.tanh(ops.matmul(xc, ops.cast(self.H.value, dtype)) + ops.cast(self.d, dtype)))
+        if self.W is not None:
+            parts.append(xc)
+        return parts
+
+    def output_logits(self, parts, start, stop):
+        """Inference: y = b + W·x + U·tanh(d + H·x) for outputs start..stop-1 only, float32 (batch, stop - start);
+        `parts` from `hidden`, or some of their rows."""
+        y = None
+        for part, w in zip(parts, [w for w in (self.U, self.W) if w is not None], strict=True):
+            w = w.value[start:stop] if self.output_rows else w.value[:, start:stop]
+            term = self._output(part, ops.cast(w, self.compute_dtype))
+            y = term if y is None else y + term
+        return tf.cast(y, tf.float32) + self.b.value[start:stop]
+
     def output_inputs(self, context, training=False):
         """For training by sampling: z = (tanh(d + H·x), x) (float32, (batch, h [+ (n-1)m])), the output weights
         whose rows match z's columns ([U] or [U, W], each (|V|, ·)), and R(θ) without the output weights (a sampled

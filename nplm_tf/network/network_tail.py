@@ -9,9 +9,9 @@ softmaxes share its hidden layer:
 with P_head the softmax of outputs 0..N and P_tail that of outputs N+1..|V|. It is the class tail
 (Goodfellow et al. eq. 12.10) with the n-gram's P_ng(i | C) / (1 − m(C)) replaced by the network's own
 P_tail(i | C): a two-level softmax whose first level is the short list (the adaptive softmax of Grave et al.
-2017, with one tail cluster at full width). Training computes the tail's softmax only for the examples whose
-target is in the tail (`objectives.NetworkShortList`), which is where it is cheaper than the full softmax;
-scoring, ranking and sampling compute all |V| + 1 outputs, as the full softmax does.
+2017, with one tail cluster at full width). Training and scoring compute the tail's softmax only for the
+examples whose target is in the tail (`objectives.NetworkShortList`, `log_prob_of_outputs`), which is where it
+is cheaper than the full softmax; ranking and sampling compute all |V| + 1 outputs, as the full softmax does.
 
 The interface is `shortlist.ShortListTail`'s, so evaluation, mixtures and the SavedModel use either. Core
 TensorFlow ops in float64; contexts are not read (the network has seen them).
@@ -47,6 +47,20 @@ class NetworkTail(tf.Module):
         ln_head = model_lib.log_softmax_at(logits[:, : n + 1], tf.minimum(target, n))
         ln_tail = model_lib.log_softmax_at(logits[:, n + 1 :], tf.maximum(target - n, 0))
         return tf.cast(tf.where(in_list, ln_head, ln_head + ln_tail), tf.float64)
+
+    def log_prob_of_outputs(self, parts: list[tf.Tensor], output_logits, target: tf.Tensor) -> tf.Tensor:
+        """ln P(target | context), (batch,) float64, equal to `log_prob` of all the outputs but computing the
+        tail's only for the rows whose target is in the tail: a batch's output layer costs N + 1 rows plus its
+        tail targets' share of |V| − N, as in training. `parts`: the output layer's inputs, each (batch, ·);
+        `output_logits(parts, start, stop)`: the float32 logits of outputs start..stop-1 (stop None: the last)."""
+        n = self.list_size
+        target = tf.cast(target, tf.int64)
+        ln_head = model_lib.log_softmax_at(output_logits(parts, 0, n + 1), tf.minimum(target, n))
+        in_tail = tf.where(target >= n)[:, 0]  # (T,)
+        tail_logits = output_logits([tf.gather(p, in_tail) for p in parts], n + 1, None)  # (T, |V| − N)
+        ln_tail = model_lib.log_softmax_at(tail_logits, tf.gather(target, in_tail) - n)
+        ln = ln_head + tf.scatter_nd(in_tail[:, None], ln_tail, tf.shape(ln_head, out_type=tf.int64))
+        return tf.cast(ln, tf.float64)
 
     def distribution(self, logits: tf.Tensor, context: tf.Tensor) -> tf.Tensor:
         """P(· | context) over all |V| words, (batch, |V|) float64."""

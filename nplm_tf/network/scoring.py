@@ -34,6 +34,14 @@ def nll_function(model: keras.Model) -> Callable:
     A short-list model's probabilities take its tail n-gram into account (`network.shortlist`).
     """
     tail = getattr(model, "tail", None)
+    if getattr(tail, "tail", None) == "network":  # the tail's outputs only for the windows that need them
+        layer = model.get_layer("nplm")
+
+        @tf.function
+        def network_tail_nll(context, target):
+            return -tail.log_prob_of_outputs(layer.hidden(context), layer.output_logits, target)
+
+        return network_tail_nll
 
     @tf.function
     def batch_nll(context, target):

@@ -123,16 +123,25 @@ class Server(tf.Module):
 
     # --------------------------------------------------------- probabilities --
 
-    def network_logits(self, context: tf.Tensor) -> tf.Tensor:
-        """(B, n-1) oldest first -> (B, outputs) float32 y = b + W·x + U·tanh(d + H·x), as `NPLMLayer.call` does."""
+    def hidden(self, context: tf.Tensor) -> list[tf.Tensor]:
+        """(B, n-1) oldest first -> the output layer's inputs, [tanh(d + H·x)] and x when W exists, as
+        `NPLMLayer.hidden`."""
         recent_first = tf.reverse(context, axis=[1])
         x = tf.reshape(tf.gather(self.C, recent_first), [-1, self.context_size * int(self.C.shape[1])])  # (B, (n-1)m)
+        parts = [tf.tanh(tf.matmul(x, self.H) + self.d)] if self.H is not None else []  # (B, h)
+        return parts + [x] if self.W is not None else parts
+
+    def output_logits(self, parts: list[tf.Tensor], start=0, stop=None) -> tf.Tensor:
+        """y = b + W·x + U·tanh(d + H·x) for outputs start..stop-1, (B, stop - start) float32."""
         y = None
-        if self.H is not None:
-            y = tf.matmul(tf.tanh(tf.matmul(x, self.H) + self.d), self.U)  # (B, |V|)
-        if self.W is not None:
-            y = tf.matmul(x, self.W) if y is None else y + tf.matmul(x, self.W)
-        return tf.cast(y, tf.float32) + self.b
+        for part, w in zip(parts, [w for w in (self.U, self.W) if w is not None], strict=True):
+            term = tf.matmul(part, w if start == 0 and stop is None else w[:, start:stop])
+            y = term if y is None else y + term
+        return tf.cast(y, tf.float32) + self.b[start:stop]
+
+    def network_logits(self, context: tf.Tensor) -> tf.Tensor:
+        """(B, n-1) oldest first -> (B, outputs) float32 y = b + W·x + U·tanh(d + H·x), as `NPLMLayer.call` does."""
+        return self.output_logits(self.hidden(context))
 
     def distribution(self, context: tf.Tensor) -> tf.Tensor:
         """(B, n-1) oldest first -> (B, |V|) float64 P(· | context), the mixture's when there is one."""
@@ -157,6 +166,8 @@ class Server(tf.Module):
         tgt = tf.reshape(tf.pad(target, [[0, pad]]), [chunks, size])
 
         def chunk_log_probs(args):
+            if getattr(self.tail, "tail", None) == "network":  # the tail's outputs only where the target is
+                return self.tail.log_prob_of_outputs(self.hidden(args[0]), self.output_logits, args[1])
             logits = self.network_logits(args[0])  # (chunk, outputs)
             if self.tail is not None:
                 return self.tail.log_prob(logits, args[0], args[1])  # (chunk,) float64
