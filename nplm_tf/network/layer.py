@@ -213,15 +213,7 @@ class NPLMLayer(keras.layers.Layer):
             return w_cast
 
         H, U, W = cast(self.H), cast(self.U), cast(self.W)
-        y = None
-        if self.hidden_dim:
-            a = ops.tanh(ops.matmul(xc, H) + ops.cast(self.d, dtype))  # (batch, h)
-            if drop:
-                a = self._dropout(a, 1)
-            y = self._output(a, U)  # (batch, |V|)
-        if self.W is not None:
-            direct = self._output(xc, W)  # (batch, |V|)
-            y = direct if y is None else y + direct
+        y = self._output_sum(self._parts(xc, drop, H), [w for w in (U, W) if w is not None])  # (batch, |V|)
         if bool(training):
             y = _add_bias(y, self.b.value)  # (batch, |V|) float32
         else:  # core ops only in serving graphs
@@ -234,26 +226,41 @@ class NPLMLayer(keras.layers.Layer):
             self.add_loss(self.weight_decay * ops.cast(penalty, "float32"))
         return y
 
-    def hidden(self, context):
-        """Inference: the inputs of the output layer in the compute dtype, [tanh(d + H·x)] and x when W exists
-        (each (batch, ·)); `output_logits` maps them to y as `call` does."""
-        dtype = self.compute_dtype
-        _, xc, _ = self._inputs(context, training=False)
+    def _parts(self, xc, drop, H=None):
+        """The output layer's inputs: [tanh(d + H·x) (after dropout)] and x when W exists, each (batch, ·). `H`:
+        H in the compute dtype, when the caller has it (default: cast here)."""
         parts = []
         if self.hidden_dim:
-            parts.append(ops.tanh(ops.matmul(xc, ops.cast(self.H.value, dtype)) + ops.cast(self.d, dtype)))
+            H = ops.cast(self.H.value, self.compute_dtype) if H is None else H
+            a = ops.tanh(ops.matmul(xc, H) + ops.cast(self.d, self.compute_dtype))  # (batch, h)
+            parts.append(self._dropout(a, 1) if drop else a)
         if self.W is not None:
             parts.append(xc)
         return parts
 
+    def _output_sum(self, parts, weights):
+        """Σ over the parts of part·w (compute dtype), with `weights` [U] and/or [W] matching `parts`."""
+        y = None
+        for part, w in zip(parts, weights, strict=True):
+            term = self._output(part, w)
+            y = term if y is None else y + term
+        return y
+
+    def hidden(self, context):
+        """Inference: the inputs of the output layer in the compute dtype, [tanh(d + H·x)] and x when W exists
+        (each (batch, ·)); `output_logits` maps them to y as `call` does."""
+        _, xc, _ = self._inputs(context, training=False)
+        return self._parts(xc, drop=False)
+
     def output_logits(self, parts, start, stop):
         """Inference: y = b + W·x + U·tanh(d + H·x) for outputs start..stop-1 only, float32 (batch, stop - start);
         `parts` from `hidden`, or some of their rows."""
-        y = None
-        for part, w in zip(parts, [w for w in (self.U, self.W) if w is not None], strict=True):
-            w = w.value[start:stop] if self.output_rows else w.value[:, start:stop]
-            term = self._output(part, ops.cast(w, self.compute_dtype))
-            y = term if y is None else y + term
+        weights = [
+            w.value[start:stop] if self.output_rows else w.value[:, start:stop]
+            for w in (self.U, self.W)
+            if w is not None
+        ]
+        y = self._output_sum(parts, [ops.cast(w, self.compute_dtype) for w in weights])
         return tf.cast(y, tf.float32) + self.b.value[start:stop]
 
     def output_inputs(self, context, training=False):
@@ -262,18 +269,9 @@ class NPLMLayer(keras.layers.Layer):
         objective decays the rows it uses). y = b + z·[U, W]^T is equation (1)."""
         if not self.output_rows:
             raise ValueError("output_inputs needs output_rows=True (the output weights stored as rows).")
-        dtype = self.compute_dtype
         x, xc, drop = self._inputs(context, training)
-        parts, rows = [], []
-        if self.hidden_dim:
-            a = ops.tanh(ops.matmul(xc, ops.cast(self.H.value, dtype)) + ops.cast(self.d, dtype))  # (batch, h)
-            if drop:
-                a = self._dropout(a, 1)
-            parts.append(a)
-            rows.append(self.U.value)
-        if self.W is not None:
-            parts.append(xc)
-            rows.append(self.W.value)
+        parts = self._parts(xc, drop)
+        rows = [w.value for w in (self.U, self.W) if w is not None]
         z = ops.cast(ops.concatenate(parts, axis=1) if len(parts) > 1 else parts[0], "float32")
         penalty = ops.mean(ops.sum(ops.square(x), axis=1))
         if self.H is not None:
