@@ -130,7 +130,8 @@ def test_id_tables_are_int32_when_their_bound_fits_and_top_k_reads_either():
 def test_the_network_tail_sums_to_one_and_ranks_and_samples_its_distribution():
     """The network tail's P(w | C): P_head for the list, P_head(tail)·P_tail for the tail. Sums to one over V
     (dropping the head's tail factor, or taking the tail's softmax over the wrong outputs, fails it);
-    `top_k` is the distribution's; `sample` draws in proportion to it, a banned word left out."""
+    `top_k` is the distribution's for every k, ties to the lower id (ranking the list or the tail alone, or
+    one output off, fails it); `sample` draws in proportion to it, a banned word left out."""
     tail, contexts = NetworkTail(12), random_contexts(1, count=20)
     logits = tf.random.stateless_normal([20, V + 1], seed=[1, 2])  # no word so rare that one draw of it fails
     by_target = np.exp(all_targets_log_probs(tail, logits, contexts))
@@ -139,10 +140,14 @@ def test_the_network_tail_sums_to_one_and_ranks_and_samples_its_distribution():
     np.testing.assert_allclose(distribution, by_target, rtol=1e-5)
     head = tf.nn.softmax(tf.cast(logits[:, :13], tf.float64)).numpy()
     np.testing.assert_allclose(distribution[:, :12], head[:, :12], rtol=1e-12)  # the list: the head's own
-    values, ids = (t.numpy() for t in tail.top_k(logits, contexts, tf.constant(7)))
-    ranked = np.argsort(-distribution, axis=1, kind="stable")[:, :7]
-    np.testing.assert_array_equal(ids, ranked)
-    np.testing.assert_allclose(values, np.take_along_axis(distribution, ranked, axis=1), rtol=1e-12)
+    tied = tf.round(logits * 2) / 2  # many equal outputs in the list and in the tail
+    for scores in (logits, tied):
+        p = tail.distribution(scores, contexts).numpy()
+        for k in range(V + 1):
+            values, ids = (t.numpy() for t in tail.top_k(scores, contexts, tf.constant(k)))
+            ranked = np.argsort(-p, axis=1, kind="stable")[:, :k]
+            np.testing.assert_array_equal(ids, ranked)
+            np.testing.assert_allclose(values, np.take_along_axis(p, ranked, axis=1), rtol=1e-6)
     draws = 10_000
     rows = tf.repeat(tf.range(20), draws)
     for ban in (False, True):

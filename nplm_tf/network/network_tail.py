@@ -71,9 +71,23 @@ class NetworkTail(tf.Module):
         return tf.concat([head[:, :n], head[:, n : n + 1] * tf.nn.softmax(logits[:, n + 1 :])], axis=1)
 
     def top_k(self, logits: tf.Tensor, context: tf.Tensor, k: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
-        """The k most probable words and their P (ties: the lower id first): (batch, k) float64, (batch, k) int64."""
-        top = tf.math.top_k(self.distribution(logits, context), k=k)
-        return top.values, tf.cast(top.indices, tf.int64)
+        """The k most probable words and their P (ties: the lower id first): (batch, k) float64, (batch, k) int64.
+
+        `distribution`'s top k without building it (a float64 (batch, |V|) softmax costs more than the
+        output layer at batch 64): within the list, and within the tail, P follows the outputs' order, so the
+        k best are among the list's k best outputs and the tail's k best. Those 2k are valued in float32 as
+        the full softmax's `next_word` is (relative error about 1e-7) and ranked, list words first, so ties
+        still go to the lower id."""
+        del context
+        n, k = self.list_size, tf.cast(k, tf.int32)
+        head = tf.math.top_k(logits[:, :n], k=tf.minimum(k, n))
+        tail = tf.math.top_k(logits[:, n + 1 :], k=tf.minimum(k, tf.shape(logits)[1] - n - 1))
+        ln_z = tf.reduce_logsumexp(logits[:, : n + 1], axis=1, keepdims=True)  # the head's normalizer
+        ln_tail = logits[:, n : n + 1] - ln_z - tf.reduce_logsumexp(logits[:, n + 1 :], axis=1, keepdims=True)
+        ln_p = tf.cast(tf.concat([head.values - ln_z, tail.values + ln_tail], 1), tf.float64)
+        ids = tf.concat([head.indices, n + tail.indices], axis=1)
+        top = tf.math.top_k(ln_p, k=k)
+        return tf.exp(top.values), tf.cast(tf.gather(ids, top.indices, batch_dims=1), tf.int64)
 
     def sample(self, logits: tf.Tensor, context: tf.Tensor, seed: tf.Tensor, banned=None, ban=True) -> tf.Tensor:
         """One word per row drawn from `distribution`, (batch,) int64: an output of the head, and when it is the
