@@ -128,8 +128,9 @@ class NetworkShortList(Objective):
 
 
 @tf.function(jit_compile=True)
-def _split_rows_gradient(output, head, tail, square_sum):
-    return tf.concat([head, tail], axis=0) + (2 * square_sum) * output
+def _split_rows_gradient(output, d_head, d_tail, d_square_sum):
+    """The gradient of `output` from those of its two slices and of Σ output²."""
+    return tf.concat([d_head, d_tail], axis=0) + (2 * d_square_sum) * output
 
 
 def _split_rows(output, split: int):
@@ -142,8 +143,8 @@ def _split_rows(output, split: int):
 
     @tf.custom_gradient
     def forward(output):
-        def gradient(head, tail, square_sum):
-            return _split_rows_gradient(output, head, tail, square_sum)
+        def gradient(d_head, d_tail, d_square_sum):
+            return _split_rows_gradient(output, d_head, d_tail, d_square_sum)
 
         return (output[:split], output[split:], 2 * tf.nn.l2_loss(output)), gradient
 
