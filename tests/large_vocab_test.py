@@ -157,6 +157,40 @@ def test_the_network_tail_sums_to_one_and_ranks_and_samples_its_distribution():
         helpers.assert_drawn_in_proportion(frequency, expected / expected.sum(axis=1, keepdims=True), draws, 5)
 
 
+def test_the_network_tail_ranks_and_samples_computing_its_tail_only_where_needed():
+    """`top_k_of_outputs` computes the tail's outputs only for the rows where P_head(tail) reaches the k-th best
+    list word's P (elsewhere no tail word can rank), and still ranks as the distribution; `sample_of_outputs`
+    only for the rows that drew the tail. Computing every row, or skipping one a tail word ranks in, fails it."""
+    n, rows = 12, 60
+    tail = NetworkTail(n)
+    logits = tf.random.stateless_normal([rows, V + 1], seed=[7, 8]) * 2
+    logits += tf.one_hot(n, V + 1) * tf.linspace(-4.0, 4.0, rows)[:, None]  # from a rare tail to a likely one
+    index = tf.cast(tf.range(rows), tf.float32)[:, None]
+    computed = []
+
+    def output_logits(parts, start, stop):  # parts: the logits and each row's index, gathered alike
+        if start == n + 1:
+            computed.append(parts[1][:, 0].numpy().astype(int))
+        return parts[0][:, start:stop]
+
+    p = tail.distribution(logits, None).numpy()
+    head = tf.nn.softmax(tf.cast(logits[:, : n + 1], tf.float64)).numpy()
+    for k in (1, 3, n, n + 1, V):
+        computed.clear()
+        values, ids = (t.numpy() for t in tail.top_k_of_outputs([logits, index], output_logits, tf.constant(k)))
+        ranked = np.argsort(-p, axis=1, kind="stable")[:, :k]
+        np.testing.assert_array_equal(ids, ranked)
+        np.testing.assert_allclose(values, np.take_along_axis(p, ranked, axis=1), rtol=1e-5)  # float32, |y| ≤ 12
+        kth_list = -np.sort(-head[:, :n], axis=1)[:, min(k, n) - 1]
+        needed = (k > n) | (np.log(head[:, n]) >= np.log(kth_list) - 1e-3)
+        assert 0 < needed.sum() < rows or k > n  # the case is mixed: some rows skip their tail
+        np.testing.assert_array_equal(computed[0], np.flatnonzero(needed))
+    computed.clear()
+    drawn = tail.sample_of_outputs([logits, index], output_logits, tf.constant([1, 2])).numpy()
+    assert 0 < (drawn >= n).sum() < rows
+    np.testing.assert_array_equal(computed[0], np.flatnonzero(drawn >= n))
+
+
 def test_network_tail_training_loss_is_the_exact_negative_log_probability():
     """What training minimizes per example (the tail's softmax only for tail targets) is −ln P of evaluation's
     path over all |V| + 1 outputs, and so is the Keras loss: a tail word read from the wrong output row, or a

@@ -47,11 +47,22 @@ class Server(tf.Module):
         held = lambda w, dtype: tf.Variable(tf.cast(w, dtype), trainable=False)  # noqa: E731
         # Output weights stored as rows (sampled training) are transposed once here: the same matmul as any model.
         output = lambda w: tf.transpose(w) if w is not None and layer.output_rows else w  # noqa: E731
-        self.C, self.H, self.d, self.U, self.W = (
-            held(w, self.compute_dtype) if w is not None else None
-            for w in (layer.C, layer.H, layer.d, output(layer.U), output(layer.W))
+        self.C, self.H, self.d = (
+            held(w, self.compute_dtype) if w is not None else None for w in (layer.C, layer.H, layer.d)
         )
+        self.direct = layer.W is not None  # y has the direct connections W·x
         self.b = held(layer.b, tf.float32)
+        self.tail = getattr(model, "tail", None)
+        # The output weights [U; W] in column blocks: the network tail's head (outputs 0..N) and tail apart, so
+        # that computing either reads its own block instead of copying a slice of the matrix on every request.
+        self.outputs = int(self.b.shape[0])
+        self.reads_outputs = getattr(self.tail, "tail", None) == "network"
+        bounds = [0, self.tail.list_size + 1, self.outputs] if self.reads_outputs else [0, self.outputs]
+        weights = [output(w) for w in (layer.U, layer.W) if w is not None]
+        self.output_blocks = [
+            [held(w[:, start:stop], self.compute_dtype) for w in weights] for start, stop in zip(bounds, bounds[1:])
+        ]
+        self.block_bounds = bounds
         line = tf.lookup.TextFileIndex.LINE_NUMBER
         self.ids_table = tf.lookup.StaticHashTable(
             tf.lookup.TextFileInitializer(
@@ -66,7 +77,6 @@ class Server(tf.Module):
             default_value=vocab_lib.UNK,
         )
         self.ngram = ngram
-        self.tail = getattr(model, "tail", None)
         if self.tail is not None:
             self.tail.rank_tail()  # next_word's tables
         self.vocab_size = vocab.size
@@ -129,14 +139,20 @@ class Server(tf.Module):
         recent_first = tf.reverse(context, axis=[1])
         x = tf.reshape(tf.gather(self.C, recent_first), [-1, self.context_size * int(self.C.shape[1])])  # (B, (n-1)m)
         parts = [tf.tanh(tf.matmul(x, self.H) + self.d)] if self.H is not None else []  # (B, h)
-        return parts + [x] if self.W is not None else parts
+        return parts + [x] if self.direct else parts
 
     def output_logits(self, parts: list[tf.Tensor], start=0, stop=None) -> tf.Tensor:
-        """y = b + W·x + U·tanh(d + H·x) for outputs start..stop-1, (B, stop - start) float32."""
-        y = None
-        for part, w in zip(parts, [w for w in (self.U, self.W) if w is not None], strict=True):
-            term = tf.matmul(part, w if start == 0 and stop is None else w[:, start:stop])
-            y = term if y is None else y + term
+        """y = b + W·x + U·tanh(d + H·x) for outputs start..stop-1, (B, stop - start) float32. start and stop
+        (None: the last output) must be bounds of the held blocks (`block_bounds`)."""
+        stop = self.outputs if stop is None else stop
+        bounds = self.block_bounds
+        if start not in bounds or stop not in bounds or start >= stop:
+            raise ValueError(f"outputs {start}..{stop} are not a run of the served blocks {bounds}.")
+        ys = [
+            tf.add_n([tf.matmul(part, w) for part, w in zip(parts, block, strict=True)])
+            for block in self.output_blocks[bounds.index(start) : bounds.index(stop)]
+        ]
+        y = ys[0] if len(ys) == 1 else tf.concat(ys, axis=1)
         return tf.cast(y, tf.float32) + self.b[start:stop]
 
     def network_logits(self, context: tf.Tensor) -> tf.Tensor:
@@ -166,7 +182,7 @@ class Server(tf.Module):
         tgt = tf.reshape(tf.pad(target, [[0, pad]]), [chunks, size])
 
         def chunk_log_probs(args):
-            if getattr(self.tail, "tail", None) == "network":  # the tail's outputs only where the target is
+            if self.reads_outputs:  # the network tail: its tail's outputs only where the target is
                 return self.tail.log_prob_of_outputs(self.hidden(args[0]), self.output_logits, args[1])
             logits = self.network_logits(args[0])  # (chunk, outputs)
             if self.tail is not None:
@@ -193,6 +209,8 @@ class Server(tf.Module):
             top = tf.math.top_k(logits, k=k)
             values = tf.exp(top.values - tf.reduce_logsumexp(logits, axis=1, keepdims=True))
             return tf.cast(values, tf.float64), tf.cast(top.indices, tf.int64)
+        if self.ngram is None and self.reads_outputs:  # the tail's outputs only where a tail word can rank
+            return self.tail.top_k_of_outputs(self.hidden(context), self.output_logits, k)
         if self.ngram is None:  # a short list: rank the list and the tail's candidates, not all of |V|
             return self.tail.top_k(self.network_logits(context), context, k)
         top = tf.math.top_k(self.distribution(context), k=k)
@@ -266,11 +284,15 @@ class Server(tf.Module):
         def among_all(context, i):
             if not self.samples_without_distribution:
                 return from_distribution(context, i)
-            return tf.cond(  # a short list at temperature 1: drawn from its parts, exactly
-                tf.equal(temperature, 1.0),
-                lambda: self.tail.sample(self.network_logits(context), context, step_seed(i), self.unk_id, ~allow_unk),
-                lambda: from_distribution(context, i),
-            )
+
+            def from_parts():  # a short list at temperature 1: drawn from its parts, exactly
+                if self.reads_outputs:  # the network tail: its tail's outputs only for the rows that drew the tail
+                    return self.tail.sample_of_outputs(
+                        self.hidden(context), self.output_logits, step_seed(i), self.unk_id, ~allow_unk
+                    )
+                return self.tail.sample(self.network_logits(context), context, step_seed(i), self.unk_id, ~allow_unk)
+
+            return tf.cond(tf.equal(temperature, 1.0), from_parts, lambda: from_distribution(context, i))
 
         def step(i, context, done, generated):
             word = tf.cond(greedy_only | (top_k > 0), lambda: among_best(context, i), lambda: among_all(context, i))
