@@ -1,13 +1,20 @@
-"""Serving figures of an exported SavedModel, loaded as a server would load it.
+"""Serving figures of exported SavedModels, loaded as a server would load them.
 
     NLTK_DATA=../shared/nltk_data python -m benchmarks.serving --export=runs/brown_default/export/1
+    NLTK_DATA=../shared/nltk_data python -m benchmarks.serving --export=A/export/1 --against=B/export/1
 
-Prints one JSON line:
+Prints one JSON line per export:
   next_word latency of single requests (one text, k=10) after warm-up, in the
   process: p50 / p99 in ms, over prefixes of the corpus's test split (Brown by default);
   score throughput at batch 64: predicted tokens per second, over the test split
   cut into 25-word requests;
+  generate's tokens per second (words and `</s>`) with its defaults (temperature 1, every word; up
+  to 20 words from 8-word prompts of the test split), for one prompt and for 64
+  (`--generations=0` leaves it out);
   export size against the weights (float32) plus the vocabulary file.
+With `--against`, the exports are timed in turn in `--rounds` rounds (the host's
+drift spreads over all of them; compare them within a round: `score_rounds`,
+`generate_rounds`).
 """
 
 import json
@@ -21,8 +28,11 @@ from pipelines import app, corpus_flags
 from pipelines import corpus as corpus_lib
 
 EXPORT = flags.DEFINE_string("export", None, "An export version directory (holding saved_model.pb).", required=True)
+AGAINST = flags.DEFINE_list("against", [], "Other export version directories, timed in turn with --export.")
 REQUESTS = flags.DEFINE_integer("requests", 2000, "Timed next_word requests.")
 BATCHES = flags.DEFINE_integer("batches", 40, "Timed score batches of 64 requests.")
+GENERATIONS = flags.DEFINE_integer("generations", 20, "Timed generate calls of each kind (one prompt; 64); 0: none.")
+ROUNDS = flags.DEFINE_integer("rounds", 5, "With --against: rounds, each timing a share of every export's requests.")
 
 
 def check_flags() -> None:
@@ -31,20 +41,28 @@ def check_flags() -> None:
     for flag in (REQUESTS, BATCHES):
         if flag.value < 1:
             raise UserError(f"{flag.name}={flag.value} must be at least 1.")
-    if not os.path.isfile(os.path.join(EXPORT.value, "saved_model.pb")):
-        raise UserError(f"{EXPORT.value} holds no SavedModel (no saved_model.pb); pass an export version directory.")
+    if GENERATIONS.value < 0:
+        raise UserError(f"generations={GENERATIONS.value} must be at least 0.")
+    if AGAINST.value and not 1 <= ROUNDS.value <= min(REQUESTS.value, BATCHES.value):
+        raise UserError(
+            f"rounds={ROUNDS.value} must be at least 1 and at most requests={REQUESTS.value} and batches={BATCHES.value}."
+        )
+    if AGAINST.value and 0 < GENERATIONS.value < ROUNDS.value:
+        raise UserError(f"generations={GENERATIONS.value} must be 0 or at least rounds={ROUNDS.value}.")
+    for export in [EXPORT.value, *AGAINST.value]:
+        if not os.path.isfile(os.path.join(export, "saved_model.pb")):
+            raise UserError(f"{export} holds no SavedModel (no saved_model.pb); pass an export version directory.")
 
 
 def directory_bytes(path: str) -> int:
     return sum(os.path.getsize(os.path.join(d, f)) for d, _, files in os.walk(path) for f in files)
 
 
-def main(argv, checked):
+def sizes(export: str) -> dict:
+    """The export's bytes against its weights' (float32) and its vocabulary's."""
     import tensorflow as tf
 
-    words = [w for line in corpus_flags.corpus_from_flags()["test"].iter_lines() for w in corpus_lib.tokenize(line)]
-    figures = serving_lib.measure(EXPORT.value, words, REQUESTS.value, BATCHES.value)
-    variables = tf.train.load_checkpoint(os.path.join(EXPORT.value, "variables", "variables"))
+    variables = tf.train.load_checkpoint(os.path.join(export, "variables", "variables"))
     shapes = variables.get_variable_to_shape_map()
     dtypes = variables.get_variable_to_dtype_map()
     weight_bytes = sum(
@@ -52,20 +70,29 @@ def main(argv, checked):
         for n in shapes
         if dtypes[n] != tf.string and not n.startswith("_CHECKPOINTABLE")
     )
-    vocab_bytes = os.path.getsize(os.path.join(EXPORT.value, "assets", "vocab.tsv"))
-    total = directory_bytes(EXPORT.value)
-    print(
-        json.dumps(
-            {
-                "export": EXPORT.value,
-                **figures,
-                "export_bytes": total,
-                "weights_bytes": weight_bytes,
-                "vocab_bytes": vocab_bytes,
-                "size_ratio": round(total / (weight_bytes + vocab_bytes), 4),
-            }
+    vocab_bytes = os.path.getsize(os.path.join(export, "assets", "vocab.tsv"))
+    total = directory_bytes(export)
+    return {
+        "export_bytes": total,
+        "weights_bytes": weight_bytes,
+        "vocab_bytes": vocab_bytes,
+        "size_ratio": round(total / (weight_bytes + vocab_bytes), 4),
+    }
+
+
+def main(argv, checked):
+    words = [w for line in corpus_flags.corpus_from_flags()["test"].iter_lines() for w in corpus_lib.tokenize(line)]
+    exports = list(dict.fromkeys([EXPORT.value, *AGAINST.value]))
+    if len(exports) == 1:
+        figures = {
+            EXPORT.value: serving_lib.measure(EXPORT.value, words, REQUESTS.value, BATCHES.value, GENERATIONS.value)
+        }
+    else:
+        figures = serving_lib.measure_alternated(
+            {e: e for e in exports}, words, REQUESTS.value, BATCHES.value, ROUNDS.value, generations=GENERATIONS.value
         )
-    )
+    for export in exports:
+        print(json.dumps({"export": export, **figures[export], **sizes(export)}))
 
 
 if __name__ == "__main__":

@@ -1,4 +1,5 @@
-"""In-process serving figures of SavedModels: next_word latency and score throughput (no flags).
+"""In-process serving figures of SavedModels: next_word latency, score throughput and, when asked,
+generate's tokens per second (no flags).
 
 `measure` times one export; `measure_alternated` times several in turn, round after round, so that the
 host's drifting speed spreads over all of them and their ratios are taken within a round. With
@@ -12,23 +13,30 @@ import time
 
 import numpy as np
 
+GENERATE_TOKENS = 20  # max_tokens of each timed generate call
+GENERATE_BATCH = 64
+
 
 class Probe:
-    """One loaded export and its requests: `next_word` on one text (k=10) and `score` at batch 64.
+    """One loaded export and its requests: `next_word` on one text (k=10), `score` at batch 64 and, when
+    `generations` > 0, `generate` with its defaults (temperature 1, every word) for one prompt and for 64.
 
     Args:
       export_dir: the SavedModel version directory.
       words: the text the requests are cut from (prefixes of 1-19 words; 25-word pieces for score).
       requests: next_word prefixes (plus 100 for warm-up).
       batches: score batches (plus 3 for warm-up).
+      generations: generate calls of each kind (plus 3 for warm-up), up to GENERATE_TOKENS words each;
+        the batched ones take GENERATE_BATCH prompts.
     """
 
-    def __init__(self, export_dir: str, words: list[str], requests: int, batches: int):
+    def __init__(self, export_dir: str, words: list[str], requests: int, batches: int, generations: int = 0):
         import tensorflow as tf
 
         rng = np.random.default_rng(0)
         served = tf.saved_model.load(export_dir)
         self.next_word, self.score = served.signatures["next_word"], served.signatures["score"]
+        self.generate = served.signatures["generate"] if generations else None
         starts, lengths = rng.integers(0, len(words) - 20, requests + 100), rng.integers(1, 20, requests + 100)
         self.prefixes = [tf.constant([" ".join(words[s : s + n])]) for s, n in zip(starts, lengths)]
         pieces = [" ".join(words[s : s + 25]) for s in range(0, len(words) - 25, 25)]
@@ -40,6 +48,33 @@ class Probe:
         for batch in self.chunks[:3]:
             self.score(text=batch)["log_prob"].numpy()
         self.prefixes, self.chunks = self.prefixes[100:], self.chunks[3:]
+        self.prompts = [  # (one prompt, 64 prompts) per generation, each from the same prefixes
+            (
+                tf.constant([" ".join(words[s : s + 8])]),
+                tf.constant([" ".join(words[s + i : s + i + 8]) for i in range(64)]),
+            )
+            for s in rng.integers(0, max(len(words) - 80, 1), generations + 3 if generations else 0)
+        ]
+        for i in range(min(3, len(self.prompts))):  # warm-up
+            for batch in (0, 1):
+                self.generated(i, batch)
+        self.prompts = self.prompts[3:]
+
+    def generated(self, i: int, batch: int) -> int:
+        """Tokens generated for prompt set i (batch 0: one prompt; 1: GENERATE_BATCH prompts), seed i: the words, and
+        `</s>` where a row drew it (as score counts predicted tokens)."""
+        import tensorflow as tf
+
+        out = self.generate(
+            prompt=self.prompts[i][batch],
+            max_tokens=tf.constant(GENERATE_TOKENS),
+            temperature=tf.constant(1.0),
+            top_k=tf.constant(0),
+            seed=tf.constant(i, tf.int64),
+            allow_unk=tf.constant(False),
+        )
+        words = out["generated_tokens"].numpy()
+        return int(words.sum() + (words < GENERATE_TOKENS).sum())
 
     def latencies(self, part: slice) -> list[float]:
         """Seconds per next_word request, for the prefixes in `part`."""
@@ -57,9 +92,26 @@ class Probe:
             tokens += int(self.score(text=batch)["lengths"].numpy().sum())
         return tokens, time.perf_counter() - start
 
+    def generation(self, part: slice, batch: int) -> tuple[int, float]:
+        """(generated tokens, seconds) of generate over the prompt sets in `part` (batch as `generated`)."""
+        tokens, start = 0, time.perf_counter()
+        for i in range(len(self.prompts))[part]:
+            tokens += self.generated(i, batch)
+        return tokens, time.perf_counter() - start
 
-def summary(latencies: list[float], tokens: int, seconds: float) -> dict:
+
+def summary(latencies: list[float], tokens: int, seconds: float, generated=None) -> dict:
+    """The figures of one export; `generated`: (tokens, seconds) for one prompt and for 64, when timed."""
     ms = np.array(latencies) * 1e3
+    rates = {}
+    if generated is not None:
+        (one, one_s), (many, many_s) = generated
+        rates = {
+            "generate_tokens_per_second": {
+                "one_prompt": round(one / one_s),
+                f"batch_{GENERATE_BATCH}": round(many / many_s),
+            }
+        }
     return {
         "next_word_ms": {
             "p50": round(float(np.percentile(ms, 50)), 3),
@@ -70,13 +122,16 @@ def summary(latencies: list[float], tokens: int, seconds: float) -> dict:
         "score_tokens_per_second": round(tokens / seconds),
         "score_batch": 64,
         "score_tokens": tokens,
+        **rates,
     }
 
 
-def measure(export_dir: str, words: list[str], requests: int = 2000, batches: int = 40) -> dict:
-    """next_word latency (one text, k=10) over `requests` prefixes of `words`, and score tokens/s at batch 64."""
-    probe = Probe(export_dir, words, requests, batches)
-    return summary(probe.latencies(slice(None)), *probe.throughput(slice(None)))
+def measure(export_dir: str, words: list[str], requests: int = 2000, batches: int = 40, generations: int = 0) -> dict:
+    """next_word latency (one text, k=10) over `requests` prefixes of `words`, score tokens/s at batch 64, and
+    with `generations` > 0 generate's tokens per second (the words and any `</s>`) for one prompt and for 64."""
+    probe = Probe(export_dir, words, requests, batches, generations)
+    generated = [probe.generation(slice(None), b) for b in (0, 1)] if generations else None
+    return summary(probe.latencies(slice(None)), *probe.throughput(slice(None)), generated)
 
 
 CALL_FLOOR = "call_floor"
@@ -104,26 +159,46 @@ def call_floor_export(directory: str) -> str:
 
 
 def measure_alternated(
-    exports: dict[str, str], words: list[str], requests: int, batches: int, rounds: int, call_floor: bool = False
+    exports: dict[str, str],
+    words: list[str],
+    requests: int,
+    batches: int,
+    rounds: int,
+    call_floor: bool = False,
+    generations: int = 0,
 ) -> dict:
-    """`measure` for every export, in `rounds` rounds: each round times a share of every export's requests and
-    batches, export after export. Each result adds its score tokens/s per round (`score_rounds`). With
-    `call_floor`, the results also hold CALL_FLOOR: `call_floor_export` timed in the same rounds."""
+    """`measure` for every export, in `rounds` rounds: each round times a share of every export's requests,
+    batches and generations, export after export. Each result adds its score tokens/s per round
+    (`score_rounds`) and, with `generations`, its generated tokens/s per round (`generate_rounds`: one prompt,
+    then 64). With `call_floor`, the results also hold CALL_FLOOR: `call_floor_export` timed in the same
+    rounds (next_word and score only)."""
     with tempfile.TemporaryDirectory() as directory:  # a loaded SavedModel no longer reads its directory
         if call_floor:
             exports = {**exports, CALL_FLOOR: call_floor_export(directory)}
-        probes = {name: Probe(path, words, requests, batches) for name, path in exports.items()}
+        probes = {
+            name: Probe(path, words, requests, batches, 0 if name == CALL_FLOOR else generations)
+            for name, path in exports.items()
+        }
     latencies = {name: [] for name in exports}
     done = {name: [] for name in exports}  # (tokens, seconds) per round
+    generated = {name: [] for name in exports}  # per round: ((tokens, seconds) one prompt, (tokens, seconds) 64)
+    share = lambda total, r: slice(r * total // rounds, (r + 1) * total // rounds)  # noqa: E731
     for r in range(rounds):
         for name, probe in probes.items():
-            latencies[name] += probe.latencies(slice(r * requests // rounds, (r + 1) * requests // rounds))
-            done[name].append(probe.throughput(slice(r * batches // rounds, (r + 1) * batches // rounds)))
+            latencies[name] += probe.latencies(share(requests, r))
+            done[name].append(probe.throughput(share(batches, r)))
+            if probe.generate is not None:
+                generated[name].append(tuple(probe.generation(share(generations, r), b) for b in (0, 1)))
     results = {}
     for name in exports:
         tokens, seconds = sum(t for t, _ in done[name]), sum(s for _, s in done[name])
+        rates = None
+        if generated[name]:
+            rates = [tuple(map(sum, zip(*(g[b] for g in generated[name])))) for b in (0, 1)]
         results[name] = {
-            **summary(latencies[name], tokens, seconds),
+            **summary(latencies[name], tokens, seconds, rates),
             "score_rounds": [round(t / s) for t, s in done[name]],
         }
+        if generated[name]:
+            results[name]["generate_rounds"] = [[round(w / s) for w, s in g] for g in generated[name]]
     return results

@@ -38,6 +38,9 @@ def test_bad_flag_values_are_one_sentence(module, flag, message):
         ([], "holds no SavedModel (no saved_model.pb); pass an export version directory"),
         (["--requests=0"], "requests=0 must be at least 1"),
         (["--batches=-1"], "batches=-1 must be at least 1"),
+        (["--generations=-1"], "generations=-1 must be at least 0"),
+        (["--against=x", "--rounds=0"], "rounds=0 must be at least 1 and at most requests=2000 and batches=40"),
+        (["--against=x", "--generations=3"], "generations=3 must be 0 or at least rounds=5"),
     ],
 )
 def test_serving_bad_flags_are_one_sentence(flags, message, tmp_path):

@@ -48,6 +48,30 @@ def test_training_writes_a_serving_layout_export(run):
     assert info["mixture"] is None and info["config"]["order"] == 3
 
 
+def test_the_serving_benchmark_times_every_signature_of_one_export_or_several_in_turn(run, tmp_path):
+    _, _, paths, metrics = run
+    export, other = metrics["export"], str(tmp_path / "copy")
+    shutil.copytree(export, other)
+    corpus = helpers.files_flags(paths)
+    small = ["--requests=4", "--batches=2", "--generations=2"]
+    result = helpers.run_binary("benchmarks.serving", f"--export={export}", *small, *corpus)
+    assert result.returncode == 0, result.stderr[-3000:]
+    (alone,) = [json.loads(line) for line in result.stdout.strip().splitlines()]
+    assert alone["export"] == export and alone["next_word_ms"]["requests"] == 4 and alone["score_tokens_per_second"] > 0
+    assert min(alone["generate_tokens_per_second"].values()) > 0
+    result = helpers.run_binary(
+        "benchmarks.serving", f"--export={export}", f"--against={other}", "--rounds=2", *small, *corpus
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    lines = [json.loads(line) for line in result.stdout.strip().splitlines()]
+    assert [line["export"] for line in lines] == [export, other]
+    for line in lines:  # both timed in each round: two score rates and two pairs of generate rates
+        assert len(line["score_rounds"]) == 2 and line["export_bytes"] > 0
+        assert len(line["generate_rounds"]) == 2 and all(min(r) > 0 for r in line["generate_rounds"])
+    missing = helpers.run_binary("benchmarks.serving", f"--export={export}", "--against=nowhere", *corpus)
+    helpers.assert_one_sentence(missing, "nowhere holds no SavedModel")
+
+
 def test_keras_file_reloads_and_trains_further(run):
     model_dir, corpus, _, _ = run
     model = keras.models.load_model(os.path.join(model_dir, run_dir.KERAS))
