@@ -27,6 +27,12 @@ NGRAM_DIR = flags.DEFINE_string(
     "ngram_dir", None, "An nplm_tf.ngram output: also report the network mixed with it (weights fitted on valid)."
 )
 PER_TOKEN = flags.DEFINE_string("per_token", None, "Write token<TAB>ln_prob<TAB>log10_prob per predicted token here.")
+PRECISION = flags.DEFINE_enum(
+    "precision",
+    None,
+    ["float32", "mixed_bfloat16"],
+    "Compute in this precision instead of the run's (the same weights; `nplm_tf.export --precision` serves so).",
+)
 
 
 def check() -> None:
@@ -45,7 +51,7 @@ def main(argv, checked):
     from pipelines import corpus as corpus_lib
     from pipelines import files
 
-    config, vocab, model = run_dir.load_trained(MODEL_DIR.value)
+    config, vocab, model = run_dir.load_trained(MODEL_DIR.value, PRECISION.value)
     if FILES.value:
         split = corpus_lib.file_split(FILES.value)
     else:

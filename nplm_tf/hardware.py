@@ -19,8 +19,12 @@ def cpu_flags(cpuinfo: str = "/proc/cpuinfo") -> set[str] | None:
     return None
 
 
-def bfloat16_notice(precision: str, cpuinfo: str = "/proc/cpuinfo") -> str | None:
-    """One sentence when `precision` asks for bfloat16 matmuls that this CPU would emulate, else None.
+TRAIN_ADVICE = "a new run with --precision=float32 is usually faster on it"
+
+
+def bfloat16_notice(precision: str, cpuinfo: str = "/proc/cpuinfo", advice: str = TRAIN_ADVICE) -> str | None:
+    """One sentence when `precision` asks for bfloat16 matmuls that this CPU would emulate, else None; it ends
+    with `advice`.
 
     Without AVX512-BF16 or AMX (most AMD processors before Zen 4, Intel before Cooper Lake), oneDNN converts
     bfloat16 to float32 around each matmul, and mixed_bfloat16 trains slower than float32 (benchmarks/README.md).
@@ -37,5 +41,5 @@ def bfloat16_notice(precision: str, cpuinfo: str = "/proc/cpuinfo") -> str | Non
         return None
     return (
         "note: this CPU has no bfloat16 instructions (avx512_bf16 or amx_bf16), so --precision=mixed_bfloat16 is "
-        "emulated here; a new run with --precision=float32 is usually faster on it."
+        f"emulated here; {advice}."
     )

@@ -291,5 +291,35 @@ def test_export_binary_never_overwrites_and_says_why(run, tmp_path):
     assert empty.returncode == 1 and "no trained model" in helpers.error_lines(empty.stderr)[0]
 
 
+def test_an_export_in_another_precision_serves_evaluates_probabilities_in_it(run, tmp_path):
+    """`--precision` computes the same weights in another dtype: the export's `score` is `nplm_tf.evaluate
+    --precision`'s, token by token, and not the run's own precision's (the tiny run trained in float32)."""
+    model_dir, _, paths, metrics = run
+    out = str(tmp_path / "exports")
+    exported = helpers.run_binary(
+        "nplm_tf.export", f"--model_dir={model_dir}", f"--export_dir={out}", "--precision=mixed_bfloat16"
+    )
+    assert exported.returncode == 0, exported.stderr[-2000:]
+    path = json.loads(exported.stdout.strip().splitlines()[-1])["export"]
+    assert json.load(open(os.path.join(path, "assets", "export.json")))["config"]["precision"] == "mixed_bfloat16"
+    per_token = str(tmp_path / "tokens.tsv")
+    evaluated = helpers.run_binary(
+        "nplm_tf.evaluate",
+        f"--model_dir={model_dir}",
+        f"--files={paths['test']}",
+        f"--per_token={per_token}",
+        "--precision=mixed_bfloat16",
+    )
+    assert evaluated.returncode == 0, evaluated.stderr[-2000:]
+    expected = np.array([float(line.split("\t")[1]) for line in open(per_token, encoding="utf-8")])
+    lines = [line.strip() for line in open(paths["test"], encoding="utf-8") if line.strip()]
+    scored = {}
+    for name, export in (("bf16", path), ("own", metrics["export"])):
+        out_ = tf.saved_model.load(export).signatures["score"](text=tf.constant(lines))
+        scored[name] = out_["token_log_probs"].numpy()[out_["mask"].numpy()]
+    np.testing.assert_allclose(scored["bf16"], expected, atol=1e-5)
+    assert np.abs(scored["own"] - expected).max() > 1e-4  # float32 is another computation
+
+
 def test_top_k_generation_draws_among_next_words_best_in_proportion(served):
     helpers.check_top_k_generation(served, "the cat", k=3)

@@ -74,15 +74,18 @@ def export(
     version: int | None = None,
     mixture: bool = True,
     model: keras.Model | None = None,
+    precision: str | None = None,
 ) -> str:
     """Writes EXPORT_DIR/<version> (default: model_dir/export, next free version) and returns its path.
 
     An existing version directory is never replaced: the export is written
-    beside it and moved into place only when complete.
+    beside it and moved into place only when complete. `precision`: serve in
+    this one instead of the run's (`run_dir.load_trained`); export.json's
+    config says which.
     """
     run = run_dir.RunDir(model_dir)
     export_dir = export_dir or run.export_dir
-    config, vocab, loaded = run_dir.load_trained(model_dir)
+    config, vocab, loaded = run_dir.load_trained(model_dir, precision)
     model = model or loaded
     version = next_version(export_dir) if version is None else version
     if version < 0:
