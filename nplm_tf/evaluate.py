@@ -13,6 +13,7 @@ import math
 
 from absl import flags
 
+from nplm_tf import run_dir
 from pipelines import app, corpus_flags
 
 MODEL_DIR = flags.DEFINE_string("model_dir", None, "A directory written by nplm_tf.train.", required=True)
@@ -27,25 +28,17 @@ NGRAM_DIR = flags.DEFINE_string(
     "ngram_dir", None, "An nplm_tf.ngram output: also report the network mixed with it (weights fitted on valid)."
 )
 PER_TOKEN = flags.DEFINE_string("per_token", None, "Write token<TAB>ln_prob<TAB>log10_prob per predicted token here.")
-PRECISION = flags.DEFINE_enum(
-    "precision",
-    None,
-    ["float32", "mixed_bfloat16"],
-    "Compute in this precision instead of the run's (the same weights; `nplm_tf.export --precision` serves so).",
-)
+PRECISION = run_dir.precision_flag("Score")
 
 
 def check() -> None:
     """That --model_dir holds a trained model, before TensorFlow loads."""
-    from nplm_tf import run_dir
-
     run_dir.check_trained(MODEL_DIR.value)
 
 
 def main(argv, checked):
     import numpy as np
 
-    from nplm_tf import run_dir
     from nplm_tf.network import scoring
     from nplm_tf.training.data import eval_dataset
     from pipelines import corpus as corpus_lib
@@ -86,7 +79,6 @@ def main(argv, checked):
 
 
 def mix_with_ngram(config, vocab, model, split, eval_probs):
-    from nplm_tf import run_dir
     from nplm_tf.baselines import network_mixture
     from nplm_tf.network import scoring
     from nplm_tf.training.data import eval_dataset

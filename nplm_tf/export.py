@@ -16,6 +16,7 @@ import json
 
 from absl import flags
 
+from nplm_tf import run_dir
 from pipelines import app
 
 MODEL_DIR = flags.DEFINE_string("model_dir", None, "A directory written by nplm_tf.train.", required=True)
@@ -24,14 +25,11 @@ EXPORT_DIR = flags.DEFINE_string(
 )
 VERSION = flags.DEFINE_integer("version", None, "Version subdirectory (default: one above the largest present).")
 MIXTURE = flags.DEFINE_boolean("mixture", True, "Serve the n-gram mixture when MODEL_DIR/mixture.json exists.")
-PRECISION = flags.DEFINE_enum(
-    "precision", None, ["float32", "mixed_bfloat16"], "Serve in this precision instead of the run's (the same weights)."
-)
+PRECISION = run_dir.precision_flag("Serve")
 
 
 def check() -> None:
     """The version and that --model_dir holds a trained model, before TensorFlow loads."""
-    from nplm_tf import run_dir
     from nplm_tf.config import ConfigError
 
     if VERSION.value is not None and VERSION.value < 0:
@@ -42,7 +40,7 @@ def check() -> None:
 def main(argv, checked):
     import sys
 
-    from nplm_tf import hardware, run_dir
+    from nplm_tf import hardware
     from nplm_tf.serving import saved_model
 
     precision = PRECISION.value or run_dir.RunDir(MODEL_DIR.value).read_config().precision

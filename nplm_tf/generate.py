@@ -4,12 +4,13 @@
 
 Prints one continuation per line. `--temperature` ≤ 0 is greedy; `--top_k` ≤ 0 samples from every word;
 `<unk>` is never chosen unless --allow_unk (the other words' probabilities are renormalized). With the same
-prompt(s), seed and settings the text equals the signature's; a fitted mixture (mixture.json) is used as the
-export uses it, unless --nomixture.
+prompt(s), seed and settings the text equals the signature's (of an export in the same `--precision`); a
+fitted mixture (mixture.json) is used as the export uses it, unless --nomixture.
 """
 
 from absl import flags
 
+from nplm_tf import run_dir
 from pipelines import app
 
 MODEL_DIR = flags.DEFINE_string("model_dir", None, "A directory written by nplm_tf.train.", required=True)
@@ -21,11 +22,11 @@ SEED = flags.DEFINE_integer("seed", 0, "Seed of the (stateless) sampling: the sa
 NUM_SAMPLES = flags.DEFINE_integer("num_samples", 1, "Continuations of the prompt (the rows of one batch).")
 ALLOW_UNK = flags.DEFINE_boolean("allow_unk", False, "Let <unk> be generated.")
 MIXTURE = flags.DEFINE_boolean("mixture", True, "Use the n-gram mixture when MODEL_DIR/mixture.json exists.")
+PRECISION = run_dir.precision_flag("Generate")
 
 
 def check() -> None:
     """The flag values and that --model_dir holds a trained model, before TensorFlow loads."""
-    from nplm_tf import run_dir
     from nplm_tf.config import ConfigError
 
     if NUM_SAMPLES.value < 1 or MAX_TOKENS.value < 0:
@@ -36,10 +37,9 @@ def check() -> None:
 def main(argv, checked):
     import tensorflow as tf
 
-    from nplm_tf import run_dir
     from nplm_tf.serving import saved_model, server
 
-    config, vocab, model = run_dir.load_trained(MODEL_DIR.value)
+    config, vocab, model = run_dir.load_trained(MODEL_DIR.value, PRECISION.value)
     ngram, _ = saved_model.load_mixture(MODEL_DIR.value, vocab, config.order) if MIXTURE.value else (None, None)
     serving = server.Server(model, vocab, run_dir.RunDir(MODEL_DIR.value).vocab_path, ngram)
     out = serving.generate(

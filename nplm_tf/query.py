@@ -15,6 +15,7 @@ line prints "Total: 0 OOV: 0". --ngram_only scores with the n-gram alone, as Ken
 
 from absl import flags
 
+from nplm_tf import run_dir
 from pipelines import app
 
 MODEL_DIR = flags.DEFINE_string("model_dir", None, "A directory written by nplm_tf.train.", required=True)
@@ -23,6 +24,7 @@ NGRAM_DIR = flags.DEFINE_string(
 )
 NGRAM_ONLY = flags.DEFINE_boolean("ngram_only", False, "With --ngram_dir: score with the n-gram alone (λ = 0).")
 BATCH_LINES = flags.DEFINE_integer("batch_lines", 10_000, "Lines read and scored together.")
+PRECISION = run_dir.precision_flag("Score")
 
 
 def format_line(score, order: int) -> str:
@@ -36,7 +38,6 @@ def format_line(score, order: int) -> str:
 
 def check() -> None:
     """The flag values and that --model_dir holds a trained model, before TensorFlow loads."""
-    from nplm_tf import run_dir
     from nplm_tf.config import ConfigError
 
     if NGRAM_ONLY.value and not NGRAM_DIR.value:
@@ -51,7 +52,7 @@ def main(argv, checked):
     from nplm_tf.tools.text_input import read_lines
 
     mode = "network" if not NGRAM_DIR.value else "ngram" if NGRAM_ONLY.value else "mixture"
-    scorer = lines_lib.LineScorer(MODEL_DIR.value, NGRAM_DIR.value, mode)
+    scorer = lines_lib.LineScorer(MODEL_DIR.value, NGRAM_DIR.value, mode, PRECISION.value)
     order = scorer.ngram.order if mode == "ngram" else scorer.config.order
     total, tokens, oov_total, oov_tokens = 0.0, 0, 0.0, 0
     batch = []

@@ -14,17 +14,18 @@ import sys
 
 from absl import flags
 
+from nplm_tf import run_dir
 from pipelines import app
 
 MODEL_DIR = flags.DEFINE_string("model_dir", None, "A directory written by nplm_tf.train.", required=True)
 NGRAM_DIR = flags.DEFINE_string("ngram_dir", None, "Score with the network mixed with this nplm_tf.ngram model.")
 FEATURE_NAME = flags.DEFINE_string("feature_name", "NPLM", "Name of the appended feature.")
 BATCH_LINES = flags.DEFINE_integer("batch_lines", 10_000, "Hypotheses read and scored together.")
+PRECISION = run_dir.precision_flag("Score")
 
 
 def check() -> None:
     """The flag values and that --model_dir holds a trained model, before TensorFlow loads."""
-    from nplm_tf import run_dir
     from nplm_tf.config import ConfigError
 
     if BATCH_LINES.value < 1:
@@ -39,7 +40,8 @@ def main(argv, checked):
     from nplm_tf.tools import nbest
     from nplm_tf.tools.text_input import read_lines
 
-    scorer = lines_lib.LineScorer(MODEL_DIR.value, NGRAM_DIR.value, "mixture" if NGRAM_DIR.value else "network")
+    mode = "mixture" if NGRAM_DIR.value else "network"
+    scorer = lines_lib.LineScorer(MODEL_DIR.value, NGRAM_DIR.value, mode, PRECISION.value)
     entries, bad = [], 0
 
     def flush():

@@ -25,7 +25,7 @@ from __future__ import annotations
 import dataclasses
 import os
 
-from nplm_tf.config import Config, ConfigError
+from nplm_tf.config import PRECISIONS, Config, ConfigError
 from pipelines import files
 from pipelines import vocabulary as vocab_lib
 
@@ -145,6 +145,16 @@ def check_trained(model_dir: str) -> RunDir:
     if not os.path.isfile(run.best_weights):
         raise ConfigError(f"{model_dir} has no trained weights yet ({BEST_WEIGHTS}); train at least one epoch.")
     return run
+
+
+def precision_flag(what: str):
+    """Defines a binary's --precision, which `load_trained` takes: `what` ("Serve", "Score", ...) the run's
+    weights in another precision than it trained in."""
+    from absl import flags
+
+    return flags.DEFINE_enum(
+        "precision", None, list(PRECISIONS), f"{what} in this precision instead of the run's (the same weights)."
+    )
 
 
 def load_trained(model_dir: str, precision: str | None = None):

@@ -164,6 +164,39 @@ def test_generate_equals_the_signature_with_the_same_seed(trained):
     assert result.stdout.splitlines() == [t.decode() for t in out["text"].numpy()]
 
 
+def test_query_and_generate_compute_in_the_precision_asked(trained, tmp_path):
+    """--precision (the float32 run computed in bfloat16): query's perplexity is evaluate --precision's, not the
+    run's own; generate takes the flag and draws the text of an export in the same precision (this tiny model
+    draws the same text in either precision, so that part shows agreement, not the dtype)."""
+    text = open(trained["test"], encoding="utf-8").read()
+
+    def perplexity(lines):
+        return float(next(line for line in lines if line.startswith("Perplexity including OOVs:")).split("\t")[1])
+
+    bf16 = "--precision=mixed_bfloat16"
+    asked = perplexity(query(trained, text, bf16))
+    evaluated = helpers.run_binary(
+        "nplm_tf.evaluate", f"--model_dir={trained['model']}", f"--files={trained['test']}", bf16
+    )
+    assert evaluated.returncode == 0, evaluated.stderr[-2000:]
+    assert asked == pytest.approx(json.loads(evaluated.stdout.splitlines()[-1])["perplexity"], rel=1e-6)
+    assert asked != pytest.approx(perplexity(query(trained, text)), rel=1e-6)
+    exported = helpers.run_binary("nplm_tf.export", f"--model_dir={trained['model']}", f"--export_dir={tmp_path}", bf16)
+    assert exported.returncode == 0, exported.stderr[-2000:]
+    args = ["--prompt=the cat", "--seed=3", "--num_samples=16", "--max_tokens=8"]
+    result = helpers.run_binary("nplm_tf.generate", f"--model_dir={trained['model']}", *args, bf16)
+    assert result.returncode == 0, result.stderr[-2000:]
+    out = tf.saved_model.load(json.loads(exported.stdout.splitlines()[-1])["export"]).signatures["generate"](
+        prompt=tf.constant(["the cat"] * 16),
+        max_tokens=tf.constant(8),
+        temperature=tf.constant(1.0),
+        top_k=tf.constant(0),
+        seed=tf.constant(3, tf.int64),
+        allow_unk=tf.constant(False),
+    )
+    assert result.stdout.splitlines() == [t.decode() for t in out["text"].numpy()]
+
+
 def test_generation_never_samples_unk_unless_asked(trained):
     served = tf.saved_model.load(os.path.join(trained["model"], "export", "1"))
     args = dict(

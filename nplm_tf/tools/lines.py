@@ -46,10 +46,11 @@ class LineScorer:
       mode: "network"; "mixture" (λ per context frequency, fitted on the model's own valid split when the
         model directory holds no fit for this n-gram, then saved, as `evaluate --ngram_dir` does); or
         "ngram" (the n-gram alone, as KenLM's `query` scores it).
+      precision: compute the network in this precision instead of the run's (`run_dir.load_trained`).
     """
 
-    def __init__(self, model_dir: str, ngram_dir: str | None = None, mode: str = "network"):
-        self.config, self.vocab, self.model = run_dir.load_trained(model_dir)
+    def __init__(self, model_dir: str, ngram_dir: str | None = None, mode: str = "network", precision=None):
+        self.config, self.vocab, self.model = run_dir.load_trained(model_dir, precision)
         self.model_dir, self.ngram_dir, self.mode = model_dir, ngram_dir, mode
         self.ngram, self.weights = None, None
         if mode != "network":
