@@ -117,13 +117,17 @@ def query(trained, text, *args):
     return result.stdout.decode("utf-8").splitlines()
 
 
+def perplexity(lines) -> float:
+    """query's "Perplexity including OOVs"."""
+    return float(next(line for line in lines if line.startswith("Perplexity including OOVs:")).split("\t")[1])
+
+
 def test_query_total_equals_evaluate(trained):
     text = open(trained["test"], encoding="utf-8").read()
     lines = query(trained, text)
-    perplexity = float(next(line for line in lines if line.startswith("Perplexity including OOVs:")).split("\t")[1])
     evaluated = helpers.run_binary("nplm_tf.evaluate", f"--model_dir={trained['model']}", f"--files={trained['test']}")
     assert evaluated.returncode == 0, evaluated.stderr[-2000:]
-    assert perplexity == pytest.approx(json.loads(evaluated.stdout.splitlines()[-1])["perplexity"], rel=1e-6)
+    assert perplexity(lines) == pytest.approx(json.loads(evaluated.stdout.splitlines()[-1])["perplexity"], rel=1e-6)
     zebra = next(line for line in lines if "zebra=" in line)
     assert "zebra=1 " in zebra and zebra.endswith("OOV: 1")
     assert lines[-1] == f"Tokens:\t{sum(len(s.split()) + 1 for s in text.splitlines())}"
@@ -141,27 +145,24 @@ def test_query_ngram_only_equals_kenlm_on_the_arpa_export(trained):
         np.testing.assert_allclose(ours, theirs, rtol=1e-5, atol=1e-6)
 
 
-def test_generate_equals_the_signature_with_the_same_seed(trained):
-    result = helpers.run_binary(
-        "nplm_tf.generate",
-        f"--model_dir={trained['model']}",
-        "--prompt=the cat",
-        "--seed=5",
-        "--num_samples=3",
-        "--max_tokens=8",
-        "--top_k=5",
-    )
+def generate_equals_the_signature(trained, export, seed, samples, top_k, *flags):
+    """`nplm_tf.generate` (8 words after "the cat", temperature 1) prints the export's `generate` texts."""
+    args = [f"--seed={seed}", f"--num_samples={samples}", "--max_tokens=8", f"--top_k={top_k}", *flags]
+    result = helpers.run_binary("nplm_tf.generate", f"--model_dir={trained['model']}", "--prompt=the cat", *args)
     assert result.returncode == 0, result.stderr[-2000:]
-    served = tf.saved_model.load(os.path.join(trained["model"], "export", "1"))
-    out = served.signatures["generate"](
-        prompt=tf.constant(["the cat"] * 3),
+    out = tf.saved_model.load(export).signatures["generate"](
+        prompt=tf.constant(["the cat"] * samples),
         max_tokens=tf.constant(8),
         temperature=tf.constant(1.0),
-        top_k=tf.constant(5),
-        seed=tf.constant(5, tf.int64),
+        top_k=tf.constant(top_k),
+        seed=tf.constant(seed, tf.int64),
         allow_unk=tf.constant(False),
     )
     assert result.stdout.splitlines() == [t.decode() for t in out["text"].numpy()]
+
+
+def test_generate_equals_the_signature_with_the_same_seed(trained):
+    generate_equals_the_signature(trained, os.path.join(trained["model"], "export", "1"), 5, 3, 5)
 
 
 def test_query_and_generate_compute_in_the_precision_asked(trained, tmp_path):
@@ -169,10 +170,6 @@ def test_query_and_generate_compute_in_the_precision_asked(trained, tmp_path):
     run's own; generate takes the flag and draws the text of an export in the same precision (this tiny model
     draws the same text in either precision, so that part shows agreement, not the dtype)."""
     text = open(trained["test"], encoding="utf-8").read()
-
-    def perplexity(lines):
-        return float(next(line for line in lines if line.startswith("Perplexity including OOVs:")).split("\t")[1])
-
     bf16 = "--precision=mixed_bfloat16"
     asked = perplexity(query(trained, text, bf16))
     evaluated = helpers.run_binary(
@@ -183,18 +180,7 @@ def test_query_and_generate_compute_in_the_precision_asked(trained, tmp_path):
     assert asked != pytest.approx(perplexity(query(trained, text)), rel=1e-6)
     exported = helpers.run_binary("nplm_tf.export", f"--model_dir={trained['model']}", f"--export_dir={tmp_path}", bf16)
     assert exported.returncode == 0, exported.stderr[-2000:]
-    args = ["--prompt=the cat", "--seed=3", "--num_samples=16", "--max_tokens=8"]
-    result = helpers.run_binary("nplm_tf.generate", f"--model_dir={trained['model']}", *args, bf16)
-    assert result.returncode == 0, result.stderr[-2000:]
-    out = tf.saved_model.load(json.loads(exported.stdout.splitlines()[-1])["export"]).signatures["generate"](
-        prompt=tf.constant(["the cat"] * 16),
-        max_tokens=tf.constant(8),
-        temperature=tf.constant(1.0),
-        top_k=tf.constant(0),
-        seed=tf.constant(3, tf.int64),
-        allow_unk=tf.constant(False),
-    )
-    assert result.stdout.splitlines() == [t.decode() for t in out["text"].numpy()]
+    generate_equals_the_signature(trained, json.loads(exported.stdout.splitlines()[-1])["export"], 3, 16, 0, bf16)
 
 
 def test_generation_never_samples_unk_unless_asked(trained):
