@@ -48,10 +48,10 @@ class Probe:
         for batch in self.chunks[:3]:
             self.score(text=batch)["log_prob"].numpy()
         self.prefixes, self.chunks = self.prefixes[100:], self.chunks[3:]
-        self.prompts = [  # (one prompt, 64 prompts) per generation, each from the same prefixes
+        self.prompts = [  # (one prompt, GENERATE_BATCH prompts) per generation, each from the same prefixes
             (
                 tf.constant([" ".join(words[s : s + 8])]),
-                tf.constant([" ".join(words[s + i : s + i + 8]) for i in range(64)]),
+                tf.constant([" ".join(words[s + i : s + i + 8]) for i in range(GENERATE_BATCH)]),
             )
             for s in rng.integers(0, max(len(words) - 80, 1), generations + 3 if generations else 0)
         ]

@@ -40,28 +40,27 @@ class NetworkTail(tf.Module):
         """Nothing to build: `top_k` ranks the network's own outputs."""
 
     def log_prob(self, logits: tf.Tensor, context: tf.Tensor, target: tf.Tensor) -> tf.Tensor:
-        """ln P(target | context), (batch,) float64, from the logits (batch, |V| + 1)."""
+        """ln P(target | context), (batch,) float64, from the logits (batch, |V| + 1); see `log_prob_of_outputs`."""
         del context
-        n = self.list_size
-        target = tf.cast(target, tf.int64)
-        in_list = target < n
-        ln_head = model_lib.log_softmax_at(logits[:, : n + 1], tf.minimum(target, n))
-        ln_tail = model_lib.log_softmax_at(logits[:, n + 1 :], tf.maximum(target - n, 0))
-        return tf.cast(tf.where(in_list, ln_head, ln_head + ln_tail), tf.float64)
+        return self.log_prob_of_outputs([logits], _columns, target)
 
     def log_prob_of_outputs(self, parts: list[tf.Tensor], output_logits, target: tf.Tensor) -> tf.Tensor:
-        """ln P(target | context), (batch,) float64, equal to `log_prob` of all the outputs but computing the
-        tail's only for the rows whose target is in the tail: a batch's output layer costs N + 1 rows plus its
+        """`log_prob` from the output layer's inputs, computing the tail's outputs only for the rows whose
+        target is in the tail: a batch's output layer costs N + 1 rows plus its
         tail targets' share of |V| − N, as in training. `parts`: the output layer's inputs, each (batch, ·);
         `output_logits(parts, start, stop)`: the float32 logits of outputs start..stop-1 (stop None: the last)."""
         n = self.list_size
         target = tf.cast(target, tf.int64)
         ln_head = model_lib.log_softmax_at(output_logits(parts, 0, n + 1), tf.minimum(target, n))
         in_tail = tf.where(target >= n)[:, 0]  # (T,)
-        tail_logits = output_logits([tf.gather(p, in_tail) for p in parts], n + 1, None)  # (T, |V| − N)
+        tail_logits = self._tail_logits(parts, output_logits, in_tail)
         ln_tail = model_lib.log_softmax_at(tail_logits, tf.gather(target, in_tail) - n)
         ln = ln_head + tf.scatter_nd(in_tail[:, None], ln_tail, tf.shape(ln_head, out_type=tf.int64))
         return tf.cast(ln, tf.float64)
+
+    def _tail_logits(self, parts: list[tf.Tensor], output_logits, rows: tf.Tensor) -> tf.Tensor:
+        """The tail's outputs N+1..|V| of the given rows only, (rows, |V| − N) float32."""
+        return output_logits([tf.gather(p, rows) for p in parts], self.list_size + 1, None)
 
     def distribution(self, logits: tf.Tensor, context: tf.Tensor) -> tf.Tensor:
         """P(· | context) over all |V| words, (batch, |V|) float64."""
@@ -96,7 +95,7 @@ class NetworkTail(tf.Module):
         ln_share = head_logits[:, n : n + 1] - ln_z  # ln P_head(tail | C), (batch, 1)
         kth = tf.reduce_min(head.values, axis=1, keepdims=True) - ln_z  # the k-th list word's ln P; +inf at k = 0
         rows = tf.where((k > n) | (ln_share[:, 0] >= kth[:, 0] - _ROUNDING))[:, 0]  # those a tail word may enter
-        tail_logits = output_logits([tf.gather(p, rows) for p in parts], n + 1, None)  # (rows, |V| − N)
+        tail_logits = self._tail_logits(parts, output_logits, rows)
         tail = tf.math.top_k(tail_logits, k=tf.minimum(k, tf.shape(tail_logits)[1]))
         ln_tail = tf.gather(ln_share, rows) - tf.reduce_logsumexp(tail_logits, axis=1, keepdims=True)
         shape = tf.stack([tf.shape(head_logits, out_type=tf.int64)[0], tf.shape(tail.values, out_type=tf.int64)[1]])
@@ -129,7 +128,7 @@ class NetworkTail(tf.Module):
             head = tf.where(shut[None, :], tf.constant(-1e30, tf.float64), head)
         pick = tf.random.stateless_categorical(head, 1, seed=tf.random.experimental.stateless_fold_in(seed, 0))[:, 0]
         rows = tf.where(pick == n)[:, 0]
-        tail_logits = tf.cast(output_logits([tf.gather(p, rows) for p in parts], n + 1, None), tf.float64)
+        tail_logits = tf.cast(self._tail_logits(parts, output_logits, rows), tf.float64)
         seed_tail = tf.random.experimental.stateless_fold_in(seed, 1)
         tail_word = n + tf.random.stateless_categorical(tail_logits, 1, seed=seed_tail)[:, 0]
         return tf.tensor_scatter_nd_update(pick, rows[:, None], tail_word)
