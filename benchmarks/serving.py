@@ -81,7 +81,15 @@ def sizes(export: str) -> dict:
 
 
 def main(argv, checked):
-    words = [w for line in corpus_flags.corpus_from_flags()["test"].iter_lines() for w in corpus_lib.tokenize(line)]
+    from pipelines.errors import UserError
+
+    split = corpus_flags.corpus_from_flags()["test"]
+    corpus_lib.check_split(split, order=1)
+    words = [w for line in split.iter_lines() for w in corpus_lib.tokenize(line)]
+    if len(words) < serving_lib.MIN_WORDS:
+        raise UserError(
+            f"the test split has {len(words)} words; the requests are cut from at least {serving_lib.MIN_WORDS}."
+        )
     exports = list(dict.fromkeys([EXPORT.value, *AGAINST.value]))
     if len(exports) == 1:
         figures = {

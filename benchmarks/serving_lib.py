@@ -13,6 +13,7 @@ import time
 
 import numpy as np
 
+MIN_WORDS = 26  # the fewest words requests can be cut from: one 25-word score piece (and next_word prefixes)
 GENERATE_TOKENS = 20  # max_tokens of each timed generate call
 GENERATE_BATCH = 64
 

@@ -70,6 +70,12 @@ def test_the_serving_benchmark_times_every_signature_of_one_export_or_several_in
         assert len(line["generate_rounds"]) == 2 and all(min(r) > 0 for r in line["generate_rounds"])
     missing = helpers.run_binary("benchmarks.serving", f"--export={export}", "--against=nowhere", *corpus)
     helpers.assert_one_sentence(missing, "nowhere holds no SavedModel")
+    for name, lines, message in (("empty", [], "is empty (no tokens)"), ("short", ["a b c"], "test split has 3 words")):
+        test = helpers.write_lines(str(tmp_path / f"{name}.txt"), lines)
+        small_corpus = helpers.files_flags({**paths, "test": test})
+        helpers.assert_one_sentence(
+            helpers.run_binary("benchmarks.serving", f"--export={export}", *small_corpus), message
+        )
 
 
 def test_keras_file_reloads_and_trains_further(run):
