@@ -14,7 +14,7 @@ Prints one JSON line per export:
   export size against the weights (float32) plus the vocabulary file.
 With `--against`, the exports are timed in turn in `--rounds` rounds (the host's
 drift spreads over all of them; compare them within a round: `score_rounds`,
-`generate_rounds`).
+`next_word_p50_rounds`, `generate_rounds`).
 """
 
 import json

@@ -170,9 +170,9 @@ def measure_alternated(
 ) -> dict:
     """`measure` for every export, in `rounds` rounds: each round times a share of every export's requests,
     batches and generations, export after export. Each result adds its score tokens/s per round
-    (`score_rounds`) and, with `generations`, its generated tokens/s per round (`generate_rounds`: one prompt,
-    then 64). With `call_floor`, the results also hold CALL_FLOOR: `call_floor_export` timed in the same
-    rounds (next_word and score only)."""
+    (`score_rounds`), its next_word p50 in ms per round (`next_word_p50_rounds`) and, with `generations`, its
+    generated tokens/s per round (`generate_rounds`: one prompt, then 64). With `call_floor`, the results also
+    hold CALL_FLOOR: `call_floor_export` timed in the same rounds (next_word and score only)."""
     with tempfile.TemporaryDirectory() as directory:  # a loaded SavedModel no longer reads its directory
         if call_floor:
             exports = {**exports, CALL_FLOOR: call_floor_export(directory)}
@@ -180,13 +180,13 @@ def measure_alternated(
             name: Probe(path, words, requests, batches, 0 if name == CALL_FLOOR else generations)
             for name, path in exports.items()
         }
-    latencies = {name: [] for name in exports}
+    latencies = {name: [] for name in exports}  # per round: the round's next_word latencies
     done = {name: [] for name in exports}  # (tokens, seconds) per round
     generated = {name: [] for name in exports}  # per round: ((tokens, seconds) one prompt, (tokens, seconds) 64)
     share = lambda total, r: slice(r * total // rounds, (r + 1) * total // rounds)  # noqa: E731
     for r in range(rounds):
         for name, probe in probes.items():
-            latencies[name] += probe.latencies(share(requests, r))
+            latencies[name].append(probe.latencies(share(requests, r)))
             done[name].append(probe.throughput(share(batches, r)))
             if probe.generate is not None:
                 generated[name].append(tuple(probe.generation(share(generations, r), b) for b in (0, 1)))
@@ -197,8 +197,9 @@ def measure_alternated(
         if generated[name]:
             rates = [tuple(map(sum, zip(*(g[b] for g in generated[name])))) for b in (0, 1)]
         results[name] = {
-            **summary(latencies[name], tokens, seconds, rates),
+            **summary([t for part in latencies[name] for t in part], tokens, seconds, rates),
             "score_rounds": [round(t / s) for t, s in done[name]],
+            "next_word_p50_rounds": [round(float(np.percentile(part, 50)) * 1e3, 3) for part in latencies[name]],
         }
         if generated[name]:
             results[name]["generate_rounds"] = [[round(w / s) for w, s in g] for g in generated[name]]

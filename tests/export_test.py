@@ -65,8 +65,9 @@ def test_the_serving_benchmark_times_every_signature_of_one_export_or_several_in
     assert result.returncode == 0, result.stderr[-3000:]
     lines = [json.loads(line) for line in result.stdout.strip().splitlines()]
     assert [line["export"] for line in lines] == [export, other]
-    for line in lines:  # both timed in each round: two score rates and two pairs of generate rates
+    for line in lines:  # both timed in each round: two score rates, two p50s and two pairs of generate rates
         assert len(line["score_rounds"]) == 2 and line["export_bytes"] > 0
+        assert len(line["next_word_p50_rounds"]) == 2 and min(line["next_word_p50_rounds"]) > 0
         assert len(line["generate_rounds"]) == 2 and all(min(r) > 0 for r in line["generate_rounds"])
     missing = helpers.run_binary("benchmarks.serving", f"--export={export}", "--against=nowhere", *corpus)
     helpers.assert_one_sentence(missing, "nowhere holds no SavedModel")
