@@ -1,5 +1,9 @@
 """What every binary shares: a quiet start, one clear sentence and a non-zero exit on bad input.
 
+A flag absl cannot parse (an unknown name, a value not among an enum's, a
+missing required flag) is one such sentence too, instead of absl's
+`FATAL Flags parsing error` and its second line.
+
     from pipelines import app
     app.run(main)   # instead of absl.app.run(main)
 
@@ -20,7 +24,7 @@ import tempfile
 import warnings
 from collections.abc import Callable
 
-from absl import app
+from absl import app, flags
 
 from pipelines import interrupts
 from pipelines.errors import UserError
@@ -33,6 +37,35 @@ _START_UP_NOISE = re.compile(r"^(WARNING: All log messages before absl::Initiali
 def fail(message: str, code: int = 1) -> None:
     print(f"error: {message}", file=sys.stderr, flush=True)
     sys.exit(code)
+
+
+def flag_error_sentence(message: str) -> str:
+    """absl's flag-parsing error as one sentence: "--tail=foo is not one of class, backoff, network." """
+    message = " ".join(message.split())
+    if m := re.fullmatch(r"flag --(\w+)=None: Flag --\1 must have a value other than None\.?", message):
+        return f"--{m[1]} is required."
+    if m := re.fullmatch(r"flag (--\w+=.*?): value should be one of <(.*)>", message):
+        return f"{m[1]} is not one of {', '.join(m[2].split('|'))}."
+    if m := re.fullmatch(r"Unknown command line flag '(\w+)'(?:\. Did you mean: (.*?) \?)?", message):
+        known = ", ".join(f"--{name}" for name in (m[2] or "").split(", ") if name)
+        return f"unknown flag --{m[1]}" + (f"; did you mean {known}?" if known else "; --helpfull lists them all.")
+    if m := re.fullmatch(r"Missing value for flag (--\w+)", message):
+        return f"{m[1]} needs a value."
+    if m := re.fullmatch(r"flag (--\w+=.*?): (invalid literal for int|could not convert string to float).*", message):
+        return f"{m[1]} is not {'an integer' if 'int' in m[2] else 'a number'}."
+    if m := re.fullmatch(r"flag (--\w+=.*?): \('Non-boolean argument to boolean flag', .*\)", message):
+        return f"{m[1]} is not a boolean (true or false)."
+    if m := re.fullmatch(r"flag (--\w+=.*?): (.*?)\.?", message):
+        return f"{m[1]}: {m[2]}."
+    return message.rstrip(".") + "."
+
+
+def _parse_flags(argv: list[str]) -> list[str]:
+    """absl's parser, its errors given as one sentence (usage errors exit 2)."""
+    try:
+        return flags.FLAGS(argv)
+    except (flags.Error, ValueError) as e:  # ValueError: "--nodirect=3 does not take an argument"
+        fail(flag_error_sentence(str(e)), 2)
 
 
 def import_tensorflow_quietly() -> None:
@@ -72,7 +105,7 @@ def guarded(
     `main(argv, checked)` then receives what it returned, so nothing is read twice."""
 
     def wrapped(argv: list[str]) -> None:
-        from absl import flags, logging
+        from absl import logging
 
         if not flags.FLAGS["verbosity"].present:  # TensorFlow's INFO chatter (savers, collectives) off
             logging.set_verbosity(logging.WARNING)
@@ -101,4 +134,4 @@ def run(main: Callable[[list[str]], None], check: Callable[[], object] | None = 
 
     _silence_known_warnings()
     logging.getLogger("tensorflow").setLevel(logging.ERROR)  # per-batch distribute chatter
-    app.run(guarded(main, check))
+    app.run(guarded(main, check), flags_parser=_parse_flags)

@@ -207,6 +207,21 @@ def test_interrupted_training_resumes(sig, code, data, tmp_path):
         ("pipelines.describe", ["--min_count=0"], "min_count=0 must be at least 1."),
         ("benchmarks.brown", ["--model_dir=OUT", "--shortlist=-1"], "shortlist=-1 must be >= 0"),
         ("benchmarks.pipeline", ["--repeat=0"], "repeat=0 must be at least 1."),
+        # Flags absl itself cannot parse: one sentence too, not absl's "FATAL Flags parsing error" and a hint.
+        (
+            "nplm_tf.train",
+            ["--model_dir=OUT", "--tail=foo"],
+            "error: --tail=foo is not one of class, backoff, network.",
+        ),
+        (
+            "nplm_tf.evaluate",
+            ["--model_dir=OUT", "--precision=float64"],
+            "error: --precision=float64 is not one of float32, mixed_bfloat16.",
+        ),
+        ("nplm_tf.train", ["--model_dir=OUT", "--epoch=3"], "error: unknown flag --epoch; did you mean --epochs?"),
+        ("nplm_tf.train", ["--model_dir=OUT", "--nodirect=3"], "error: --nodirect=3 does not take an argument."),
+        ("benchmarks.throughput", ["--steps=abc"], "error: --steps=abc is not an integer."),
+        ("nplm_tf.export", ["--export_dir=OUT"], "error: --model_dir is required."),
     ],
 )
 def test_more_binaries_check_their_flags_first_and_write_nothing(module, flags, message, tmp_path):
