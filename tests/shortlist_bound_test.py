@@ -57,7 +57,10 @@ def test_the_bound_is_the_short_list_formulas_and_sums_to_one(full_run):
         ("backoff", logits[:, :n], f"backoff_{n}"),
     ]:
         expected = ShortListTail(ngram, n, kind).log_prob(kind_logits, oldest_first, target)
-        np.testing.assert_allclose(got[name], expected.numpy(), atol=1e-9)
+        # These logits come from one call over every window, the bound's from the dataset's batches: where the
+        # CPU computes bfloat16 matmuls natively (AVX512_BF16), a logit's float32 sum depends on the batch's
+        # shape (up to 7e-7 apart). A formula's error (a normalizer dropped) moves ln P by far more.
+        np.testing.assert_allclose(got[name], expected.numpy(), atol=1e-5)
 
     # Every context's probabilities over the whole vocabulary sum to one in every mode.
     rows = np.repeat(np.arange(25), vocab.size)
