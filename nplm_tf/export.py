@@ -44,7 +44,9 @@ def main(argv, checked):
     from nplm_tf.serving import saved_model
 
     precision = PRECISION.value or run_dir.RunDir(MODEL_DIR.value).read_config().precision
-    notice = hardware.bfloat16_notice(precision, advice="--precision=float32 serves the same weights faster on it")
+    notice = hardware.bfloat16_notice(
+        precision, advice="--precision=float32 serves the same weights faster on it", training=False
+    )
     if notice:
         print(notice, file=sys.stderr, flush=True)
     path = saved_model.export(

@@ -3,7 +3,8 @@ import pytest
 from nplm_tf import hardware
 
 AVX2_ONLY = "processor\t: 0\nvendor_id\t: AuthenticAMD\nflags\t\t: fpu sse2 avx avx2 fma\n\nprocessor\t: 1\n"
-WITH_BF16 = "processor\t: 0\nflags\t\t: fpu avx2 avx512f avx512_bf16 amx_tile\n"
+WITH_AMX = "processor\t: 0\nflags\t\t: fpu avx2 avx512f avx512_bf16 amx_bf16 amx_tile\n"
+AVX512_BF16_ONLY = "processor\t: 0\nflags\t\t: fpu avx2 avx512f avx512_bf16 avx512_vnni\n"
 
 
 def write(tmp_path, text):
@@ -19,20 +20,23 @@ def test_cpu_flags_reads_the_first_processors_flags(tmp_path):
 
 
 @pytest.mark.parametrize(
-    "cpuinfo,precision,speaks",
+    "cpuinfo,precision,training,says",
     [
-        (AVX2_ONLY, "mixed_bfloat16", True),
-        (WITH_BF16, "mixed_bfloat16", False),
-        (AVX2_ONLY, "float32", False),
-        (None, "mixed_bfloat16", False),  # flags unreadable: nothing is claimed
+        (AVX2_ONLY, "mixed_bfloat16", True, "emulated"),
+        (AVX2_ONLY, "mixed_bfloat16", False, "emulated"),  # serving: emulated is slower too
+        (AVX512_BF16_ONLY, "mixed_bfloat16", True, "no AMX"),  # trained 1.4-1.6x faster in float32
+        (AVX512_BF16_ONLY, "mixed_bfloat16", False, None),  # served within noise of float32
+        (WITH_AMX, "mixed_bfloat16", True, None),
+        (AVX2_ONLY, "float32", True, None),
+        (None, "mixed_bfloat16", True, None),  # flags unreadable: nothing is claimed
     ],
 )
-def test_bfloat16_notice_only_where_bfloat16_would_be_emulated(tmp_path, cpuinfo, precision, speaks):
+def test_bfloat16_notice_only_where_bfloat16_is_slower(tmp_path, cpuinfo, precision, training, says):
     path = write(tmp_path, cpuinfo) if cpuinfo else str(tmp_path / "absent")
-    notice = hardware.bfloat16_notice(precision, cpuinfo=path)
-    assert (notice is not None) == speaks
-    if speaks:
-        assert "--precision=float32" in notice
+    notice = hardware.bfloat16_notice(precision, cpuinfo=path, training=training)
+    assert (notice is not None) == (says is not None), notice
+    if says:
+        assert says in notice and "--precision=float32" in notice
 
 
 @pytest.mark.parametrize("users_setting,expected", [(None, "true"), ("false", "false")])
