@@ -52,7 +52,7 @@ def flag_error_sentence(message: str) -> str:
     if m := re.fullmatch(r"Missing value for flag (--\w+)", message):
         return f"{m[1]} needs a value."
     if m := re.fullmatch(r"flag (--\w+=.*?): (invalid literal for int|could not convert string to float).*", message):
-        return f"{m[1]} is not {'an integer' if 'int' in m[2] else 'a number'}."
+        return f"{m[1]} is not {'an integer' if m[2].startswith('invalid') else 'a number'}."
     if m := re.fullmatch(r"flag (--\w+=.*?): \('Non-boolean argument to boolean flag', .*\)", message):
         return f"{m[1]} is not a boolean (true or false)."
     if m := re.fullmatch(r"flag (--\w+=.*?): (.*?)\.?", message):
