@@ -91,6 +91,7 @@ class RunDir:
         return vocab_lib.Vocabulary.load(self.vocab_path)
 
     def save_vocab(self, vocab: vocab_lib.Vocabulary) -> None:
+        os.makedirs(self.path, exist_ok=True)  # a run's directory is made here, once its data is checked
         vocab.save(self.vocab_path)
 
     # ------------------------------------------------------------- history --

@@ -447,3 +447,15 @@ def test_bad_input_is_one_sentence_and_touches_nothing(case, files_flags, tmp_pa
     helpers.assert_one_sentence(result, message)
     assert sorted(os.listdir(model_dir)) == ["keep.txt"]
     assert (model_dir / "keep.txt").read_text() == "written before"
+
+
+@pytest.mark.parametrize("case", ["too_long", "too_many_samples"])
+def test_a_refused_run_makes_no_model_dir(case, files_flags, tmp_path):
+    """Refused once |V| is known, after the flags passed: still no empty directory left behind."""
+    flags, message = bad_cases(tmp_path)[case]
+    model_dir = tmp_path / "new" / "m"
+    result = helpers.run_binary(
+        "nplm_tf.train", f"--model_dir={model_dir}", "--epochs=1", *TINY, *files_flags[0], *flags
+    )
+    helpers.assert_one_sentence(result, message)
+    assert not (tmp_path / "new").exists()

@@ -44,7 +44,8 @@ def check_model_dir(config: Config, model_dir: str) -> None:
                 f"{model_dir} holds a model trained with another configuration ({changes}); "
                 f"use a new --model_dir or the same flags."
             )
-    os.makedirs(model_dir, exist_ok=True)
+    # The directory itself is made when the vocabulary is saved, once the data is checked: a refused run
+    # leaves no empty directory behind.
     for stale in files.remove_stale_temporaries(model_dir):  # left by a kill -9 mid-write
         print(f"removed {stale}, a file an interrupted write left behind", flush=True)
 
