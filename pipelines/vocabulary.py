@@ -110,6 +110,12 @@ def build(split: corpus_lib.Split, min_count: int) -> Vocabulary:
         if reserved in counts:
             counts.pop(reserved)  # a literal "<unk>" in the text is just unknown
     kept = sorted(((w, c) for w, c in counts.items() if c >= min_count), key=lambda wc: (-wc[1], wc[0]))
+    if not kept:
+        most = max(counts.values(), default=0)
+        raise corpus_lib.CorpusError(
+            f"min_count={min_count} keeps no word of the {split.name} split (its most frequent word occurs "
+            f"{most:,} times); lower it."
+        )
     unk = tokens - sum(c for _, c in kept)
     return Vocabulary(
         (EOS, UNK) + tuple(w for w, _ in kept),

@@ -107,15 +107,26 @@ def _bad_inputs(root):
         "order": (["--order=1"], "order=1 must be at least 2"),
         "features": (["--feature_dim=0"], "feature_dim=0 must be positive"),
         "hidden": (["--hidden_dim=-2"], "hidden_dim=-2 must be positive"),
+        "min_count": (["--min_count=100000"], "min_count=100000 keeps no word of the train split"),
     }
 
 
-@pytest.mark.parametrize("case", ["empty", "short", "utf8", "missing", "order", "features", "hidden"])
+@pytest.mark.parametrize("case", ["empty", "short", "utf8", "missing", "order", "features", "hidden", "min_count"])
 def test_bad_input_gives_one_sentence_and_nonzero_exit(case, data, tmp_path):
     flags, message = _bad_inputs(tmp_path)[case]
     result = helpers.run_binary("nplm_tf.train", f"--model_dir={tmp_path / 'm'}", "--epochs=1", *TINY, *data[1], *flags)
     assert "Traceback" not in result.stderr
     helpers.assert_one_sentence(result, message)
+    assert not (tmp_path / "m").exists()  # not even an empty directory
+
+
+@pytest.mark.parametrize("module", ["nplm_tf.ngram", "pipelines.describe"])
+def test_a_min_count_that_keeps_no_word_is_one_sentence(module, data, tmp_path):
+    out = tmp_path / "out"
+    flags = [f"--output={out}"] if module == "nplm_tf.ngram" else []
+    result = helpers.run_binary(module, *flags, *data[1], "--min_count=100000")
+    helpers.assert_one_sentence(result, "min_count=100000 keeps no word of the train split")
+    assert not out.exists()
 
 
 def test_missing_brown_says_how_to_get_it(tmp_path):

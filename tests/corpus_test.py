@@ -76,3 +76,8 @@ def test_vocabulary_order_min_count_and_round_trip(tmp_path):
     vocab.save(str(tmp_path / "vocab.tsv"))
     assert vocabulary.Vocabulary.load(str(tmp_path / "vocab.tsv")) == vocab
     assert vocab.ids(["a", "zzz", "</s>"]) == [3, 1, 0]
+    with pytest.raises(
+        corpus.CorpusError,
+        match=r"min_count=4 keeps no word of the train split \(its most frequent word occurs 3 times\)",
+    ):
+        vocabulary.build(split, 4)

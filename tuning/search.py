@@ -62,8 +62,8 @@ def main(argv, checked):
     from tuning import search_lib
 
     base, corpus = checked
-    os.makedirs(OUTPUT_DIR.value, exist_ok=True)
     vocab = prepare_data(base, corpus).vocab
+    os.makedirs(OUTPUT_DIR.value, exist_ok=True)  # once the data is checked
     hypermodel = hypermodel_lib.NPLMHyperModel(
         base,
         corpus,

@@ -88,10 +88,9 @@ def train_ngram(
     check_options(order, smoothing)
     for name in corpus_lib.SPLITS:
         corpus_lib.check_split(corpus[name], 1)
-    os.makedirs(output_dir, exist_ok=True)
     run = RunDir(output_dir)
     vocab = vocab_lib.build(corpus["train"], min_count)
-    run.save_vocab(vocab)
+    run.save_vocab(vocab)  # makes output_dir, once the data is checked
     arrays = {name: token_arrays(corpus[name], vocab) for name in corpus_lib.SPLITS}
     if smoothing == "interpolated":
         model = interpolated.InterpolatedTrigram(arrays["train"], arrays["valid"], vocab.size)
