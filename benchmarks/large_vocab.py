@@ -58,15 +58,23 @@ README = flags.DEFINE_string(
 BEGIN, END = "<!-- large_vocab table: begin -->", "<!-- large_vocab table: end -->"
 
 
-def put_table(path: str, text: str) -> None:
-    from pipelines import files
+def readme_page(path: str) -> str:
+    """The page --readme names, refused at once unless it holds the table's markers."""
     from pipelines.errors import UserError
 
+    if not os.path.isfile(path):
+        raise UserError(f"--readme={path} is not a file; give benchmarks/README.md or a page with the table's markers.")
     with open(path, encoding="utf-8") as f:
         page = f.read()
     if BEGIN not in page or END not in page:
         raise UserError(f"{path} has no '{BEGIN}' ... '{END}' block to put the table in.")
-    head, rest = page.split(BEGIN, 1)
+    return page
+
+
+def put_table(path: str, text: str) -> None:
+    from pipelines import files
+
+    head, rest = readme_page(path).split(BEGIN, 1)
     files.write_text(path, head + BEGIN + "\n" + text + rest[rest.index(END) :])
 
 
@@ -158,7 +166,11 @@ def check_flags() -> tuple[dict[str, dict], list[str]]:
     """Every variant's changes and the names to run, once the flag values are checked (without TensorFlow:
     `app.run` calls it first)."""
     from nplm_tf.config import ConfigError
+    from pipelines import files
 
+    files.check_output_dir("output", OUTPUT.value)
+    if README.value:
+        readme_page(README.value)
     try:
         every = variants([int(n) for n in SHORTLISTS.value], NUM_SAMPLED.value)
     except ValueError:

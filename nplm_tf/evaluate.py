@@ -32,8 +32,12 @@ PRECISION = run_dir.precision_flag("Score")
 
 
 def check() -> None:
-    """That --model_dir holds a trained model, before TensorFlow loads."""
+    """That --model_dir holds a trained model and --per_token can be written, before TensorFlow loads."""
+    from pipelines import files
+
     run_dir.check_trained(MODEL_DIR.value)
+    if PER_TOKEN.value:
+        files.check_output_file("per_token", PER_TOKEN.value)
 
 
 def main(argv, checked):

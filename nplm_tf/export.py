@@ -31,10 +31,12 @@ PRECISION = run_dir.precision_flag("Serve")
 def check() -> None:
     """The version and that --model_dir holds a trained model, before TensorFlow loads."""
     from nplm_tf.config import ConfigError
+    from pipelines import files
 
     if VERSION.value is not None and VERSION.value < 0:
         raise ConfigError(f"version={VERSION.value} must be a non-negative integer.")
     run_dir.check_trained(MODEL_DIR.value)
+    files.check_output_dir("export_dir", EXPORT_DIR.value or run_dir.RunDir(MODEL_DIR.value).export_dir)
 
 
 def main(argv, checked):

@@ -26,11 +26,14 @@ def check() -> None:
     """The flag values and that --model_dir holds a trained model, before TensorFlow loads."""
     from nplm_tf import run_dir
     from nplm_tf.config import ConfigError
+    from pipelines import files
 
     if K.value < 1 or PLOT_WORDS.value < 2:
         raise ConfigError(f"k={K.value} must be >= 1 and plot_words={PLOT_WORDS.value} >= 2.")
     if not (WORDS.value or PLOT.value or PROJECTOR.value):
         raise ConfigError("nothing to do: give --words, --plot or --projector.")
+    if PLOT.value:
+        files.check_output_file("plot", PLOT.value)
     run_dir.check_trained(MODEL_DIR.value)
 
 

@@ -30,7 +30,9 @@ ARPA = flags.DEFINE_boolean("arpa", True, "Also write model.arpa.")
 def check():
     """The flag values, and the corpus they name (its files exist), before TensorFlow loads."""
     from nplm_tf.baselines import build
+    from pipelines import files
 
+    files.check_output_dir("output", OUTPUT.value)
     if MIN_COUNT.value < 1:
         raise UserError(f"min_count={MIN_COUNT.value} must be at least 1.")
     build.check_options(ORDER.value, SMOOTHING.value)

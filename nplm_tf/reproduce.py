@@ -30,7 +30,9 @@ EPOCHS = flags.DEFINE_integer("epochs", None, "Epochs per network (default: the 
 def settings():
     """The base config and the corpus, from the flags; checked without TensorFlow (`app.run` calls it first)."""
     from nplm_tf.config import Config
+    from pipelines import files
 
+    files.check_output_dir("output", OUTPUT.value)
     base = Config.from_json(CONFIG_JSON.value) if CONFIG_JSON.value else Config()
     epochs = EPOCHS.value if EPOCHS.value is not None else (1 if QUICK.value else base.epochs)
     base = base.replace(epochs=epochs)  # validated: --epochs=0 is an error, not the default

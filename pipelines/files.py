@@ -16,6 +16,8 @@ import re
 import shutil
 from typing import Callable, Iterator
 
+from pipelines.errors import UserError
+
 TMP_PREFIX = ".tmp-"
 _STAGING = re.compile(r"^\.[^/]*\.tmp-")  # a directory being written before its rename (SavedModel exports)
 
@@ -45,6 +47,24 @@ def atomic_output(path: str) -> Iterator[str]:
             os.remove(tmp)
         raise
     os.replace(tmp, path)
+
+
+def check_output_dir(flag: str, path: str) -> None:
+    """Refuses an output directory that names a file, before anything runs (it is made later, when needed)."""
+    if os.path.exists(path) and not os.path.isdir(path):
+        raise UserError(f"--{flag}={path} is a file, not a directory.")
+
+
+def check_output_file(flag: str, path: str) -> None:
+    """Refuses an output file that names a directory, or whose directory is missing or not writable, before
+    anything runs: the file is written last, and a bad name found then would waste the work."""
+    if os.path.isdir(path):
+        raise UserError(f"--{flag}={path} is a directory; give a file name.")
+    directory = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(directory):
+        raise UserError(f"--{flag}={path}: its directory {directory} does not exist; create it first.")
+    if not os.access(directory, os.W_OK | os.X_OK):
+        raise UserError(f"--{flag}={path}: its directory {directory} is not writable.")
 
 
 def replace_atomically(path: str, write: Callable[[str], None]) -> None:

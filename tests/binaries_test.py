@@ -240,3 +240,36 @@ def test_more_binaries_check_their_flags_first_and_write_nothing(module, flags, 
     result = helpers.run_binary(module, *(flag.replace("OUT", str(out)) for flag in flags))
     helpers.assert_one_sentence(result, message)
     assert not out.exists()
+
+
+@pytest.mark.parametrize(
+    "module,flag",
+    [
+        ("nplm_tf.train", "model_dir"),
+        ("nplm_tf.ngram", "output"),
+        ("nplm_tf.export", "export_dir"),
+        ("nplm_tf.reproduce", "output"),
+        ("tuning.search", "output_dir"),
+        ("benchmarks.large_vocab", "output"),
+        ("nplm_tf.evaluate", "per_token"),
+        ("nplm_tf.neighbors", "plot"),
+    ],
+)
+def test_an_output_path_that_cannot_be_written_is_refused_before_any_work(module, flag, trained, data, tmp_path):
+    """A directory flag naming a file, a file flag naming a directory or a missing folder: one sentence before
+    anything runs (once a traceback from os.makedirs, or an error after the whole evaluation), nothing touched."""
+    a_file = tmp_path / "a_file"
+    a_file.write_text("keep me\n")
+    model = [] if flag in ("model_dir", "output", "output_dir") else [f"--model_dir={trained[0]}"]
+    corpus = data[1] if module in ("nplm_tf.train", "nplm_tf.ngram", "tuning.search", "benchmarks.large_vocab") else []
+    if flag in ("per_token", "plot"):
+        cases = [
+            (tmp_path, f"--{flag}={tmp_path} is a directory; give a file name."),
+            (tmp_path / "missing" / "x", f"its directory {tmp_path / 'missing'} does not exist; create it first."),
+        ]
+    else:
+        cases = [(a_file, f"--{flag}={a_file} is a file, not a directory.")]
+    for path, message in cases:
+        result = helpers.run_binary(module, *model, f"--{flag}={path}", *corpus)
+        helpers.assert_one_sentence(result, message)
+    assert a_file.read_text() == "keep me\n" and sorted(os.listdir(tmp_path)) == ["a_file"]

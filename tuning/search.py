@@ -45,8 +45,10 @@ def check_flags():
     """The base config and the corpus, once the flag values that can be checked without data or TensorFlow
     are (`app.run` calls it first)."""
     from nplm_tf.config import Config, ConfigError
+    from pipelines import files
 
     strategies.check_cpu_devices(NUM_CPU_DEVICES.value)
+    files.check_output_dir("output_dir", OUTPUT_DIR.value)
     if MAX_TRIALS.value < 1 or EPOCHS.value < 1:
         raise ConfigError(f"max_trials={MAX_TRIALS.value} and epochs_per_trial={EPOCHS.value} must be at least 1.")
     base = Config.from_json(CONFIG_JSON.value) if CONFIG_JSON.value else Config()

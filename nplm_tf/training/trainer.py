@@ -7,7 +7,6 @@ optimizer state.
 
 from __future__ import annotations
 
-import os
 import sys
 
 import keras
@@ -32,8 +31,7 @@ from pipelines import vocabulary as vocab_lib
 def check_model_dir(config: Config, model_dir: str) -> None:
     """Refuses a directory that holds a model of another configuration (config.json is written once the data
     is checked, by `prepare_data`'s caller)."""
-    if os.path.exists(model_dir) and not os.path.isdir(model_dir):
-        raise ConfigError(f"--model_dir={model_dir} is a file, not a directory.")
+    files.check_output_dir("model_dir", model_dir)
     run = RunDir(model_dir)
     if run.has_config():
         saved = run.read_config()
