@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import numbers
 from typing import Any
 
 from pipelines.errors import UserError
@@ -64,6 +65,9 @@ class Config:
     num_sampled: int = 100  # noise words per batch for sampled_softmax / nce
 
     def __post_init__(self) -> None:
+        for field in dataclasses.fields(self):  # a --config_json may hold any JSON value
+            kind, ok = _TYPES[field.type]
+            _check(ok(getattr(self, field.name)), field.name, getattr(self, field.name), f"must be {kind}")
         _check(self.order >= 2, "order", self.order, "must be at least 2 (n-1 >= 1 context word)")
         _check(self.feature_dim > 0, "feature_dim", self.feature_dim, "must be positive")
         _check(
@@ -197,6 +201,16 @@ class Config:
         """Names of the fields that differ, other than those a resume may change."""
         mine, theirs = self.to_dict(), other.to_dict()
         return [k for k in mine if k not in RESUMABLE_FIELDS and mine[k] != theirs[k]]
+
+
+# The field types (annotations are strings here), what to call each in an error, and its test; bool is an int
+# to Python, so it is refused where a number is meant.
+_TYPES = {
+    "int": ("an integer", lambda v: isinstance(v, numbers.Integral) and not isinstance(v, bool)),
+    "float": ("a number", lambda v: isinstance(v, numbers.Real) and not isinstance(v, bool)),
+    "bool": ("true or false", lambda v: isinstance(v, bool)),
+    "str": ("a string", lambda v: isinstance(v, str)),
+}
 
 
 def _check(ok: bool, name: str, value: Any, why: str) -> None:

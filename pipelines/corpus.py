@@ -148,6 +148,10 @@ def expand_files(pattern: str, flag: str) -> tuple[str, ...]:
         matches = sorted(glob.glob(part)) if glob.has_magic(part) else [part]
         paths += [p for p in matches if os.path.isfile(p)]
         if not any(os.path.isfile(p) for p in matches):
+            if os.path.isdir(part):
+                raise CorpusError(
+                    f"--{flag}: {part!r} is a directory; give its files, e.g. {os.path.join(part, '*')!r}."
+                )
             raise CorpusError(f"--{flag}: no file matches {part!r}.")
     return tuple(paths)
 

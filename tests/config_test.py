@@ -1,4 +1,5 @@
 import json
+import re
 
 import pytest
 
@@ -29,6 +30,24 @@ def test_defaults_are_the_papers_mlp9_shape():
 def test_bad_values_name_the_field(field, value):
     with pytest.raises(ConfigError, match=f"^{field}="):
         Config(**{field: value})
+
+
+@pytest.mark.parametrize(
+    "field,value,kind",
+    [
+        ("hidden_dim", "100", "an integer"),
+        ("order", 5.0, "an integer"),
+        ("epochs", True, "an integer"),
+        ("learning_rate", "0.1", "a number"),
+        ("direct", 1, "true or false"),
+        ("tail", None, "a string"),
+    ],
+)
+def test_a_value_of_the_wrong_type_is_refused(field, value, kind):
+    """As a --config_json may give it: once a TypeError traceback, or a bool taken for a number."""
+    with pytest.raises(ConfigError, match=f"^{re.escape(f'{field}={value!r} must be {kind}.')}$"):
+        Config(**{field: value})
+    assert Config(learning_rate=1, dropout=0).learning_rate == 1  # a JSON integer is a number
 
 
 def test_json_round_trip_and_unknown_fields(tmp_path):

@@ -66,6 +66,8 @@ def test_file_with_no_line_as_long_as_n_is_refused(tmp_path):
 def test_missing_file_is_refused(tmp_path):
     with pytest.raises(corpus.CorpusError, match="no file matches"):
         corpus.file_split(str(tmp_path / "nope*.txt"))
+    with pytest.raises(corpus.CorpusError, match=f"'{tmp_path}' is a directory; give its files"):
+        corpus.file_split(str(tmp_path))
 
 
 def test_vocabulary_order_min_count_and_round_trip(tmp_path):

@@ -59,7 +59,9 @@ def test_the_rows_are_the_papers_shapes():
     }
 
 
-@pytest.mark.parametrize("case", ["zero_epochs", "config_not_utf8", "config_not_object", "missing_train"])
+@pytest.mark.parametrize(
+    "case", ["zero_epochs", "config_not_utf8", "config_not_object", "config_wrong_type", "missing_train"]
+)
 def test_bad_input_is_one_sentence_and_leaves_the_output_alone(case, tmp_path):
     paths = helpers.tiny_corpus_files(tmp_path, train=20, valid=5, test=5)
     config = tmp_path / "base.json"
@@ -77,9 +79,13 @@ def test_bad_input_is_one_sentence_and_leaves_the_output_alone(case, tmp_path):
         "zero_epochs": (["--epochs=0"], "epochs=0 must be at least 1"),
         "config_not_utf8": (["--config_json=" + _write(tmp_path / "c.json", b'{"order": \xff}')], "is not UTF-8"),
         "config_not_object": (["--config_json=" + _write(tmp_path / "list.json", b"[5]")], "one JSON object"),
+        "config_wrong_type": (
+            ["--config_json=" + _write(tmp_path / "t.json", b'{"hidden_dim": "100"}')],
+            "hidden_dim='100' must be an integer.",
+        ),
         "missing_train": (["--train_files=" + str(tmp_path / "nowhere.txt")], "nowhere.txt"),
     }[case]
-    if case != "config_not_utf8" and case != "config_not_object":
+    if not case.startswith("config_"):
         flags = [f"--config_json={config}", *flags]
     result = helpers.run_binary("nplm_tf.reproduce", f"--output={out}", "--quick", *corpus, *flags)
     assert "Traceback" not in result.stderr
