@@ -76,6 +76,11 @@ def test_the_corpus_is_cached_as_text_files_and_streams(tmp_path):
     assert list(first["valid"].iter_lines()) == ["The entry number 18 .\n", "The entry number 38 .\n"]
     again = gcide.gcide_corpus(path, str(tmp_path / "cache"))
     assert again["train"].files == first["train"].files
+    a_file = tmp_path / "a_file"
+    a_file.write_text("keep me\n")
+    with pytest.raises(corpus.CorpusError, match=f"^--gcide_cache={a_file} cannot hold the converted text"):
+        gcide.gcide_corpus(path, str(a_file))  # once a NotADirectoryError, after the conversion
+    assert a_file.read_text() == "keep me\n"
 
 
 def test_plain_dict_and_windows_1252_bytes_are_read(tmp_path):
