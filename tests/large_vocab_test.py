@@ -397,6 +397,9 @@ def test_a_short_list_model_resumes_exports_and_serves_evaluates_probabilities(t
 
 def bad_cases(root):
     small = helpers.write_lines(str(root / "small.dict"), ["not a dictionary"])
+    other = root / "other_vocab"  # an n-gram directory of another corpus: refused on its vocabulary alone
+    other.mkdir()
+    (other / "vocab.tsv").write_text("</s>\t3\n<unk>\t0\nzebra\t2\n")
     return {
         "negative": (["--shortlist=-3"], "shortlist=-3 must be >= 0"),
         "too_long": (["--shortlist=20"], "shortlist=20 must be smaller than |V| = 20"),
@@ -411,6 +414,9 @@ def bad_cases(root):
             ["--shortlist=5", "--tail=network", f"--ngram_dir={root}"],
             "--ngram_dir needs an n-gram tail",
         ),
+        # once written after config.json, vocab.tsv and tail_ngram/: the next run was then judged against them
+        "ngram_missing": (["--shortlist=5", f"--ngram_dir={root / 'nowhere'}"], "nowhere/vocab.tsv does not exist"),
+        "ngram_vocab": (["--shortlist=5", f"--ngram_dir={other}"], "has another vocabulary (3 types) than the network"),
         "no_samples": (["--loss=nce", "--num_sampled=0"], "num_sampled=0 must be positive"),
         "too_many_samples": (["--loss=nce", "--num_sampled=20"], "num_sampled=20 must be smaller than |V| = 20"),
         "gcide": (
@@ -430,6 +436,8 @@ def bad_cases(root):
         "order_alone",
         "network_order",
         "network_ngram",
+        "ngram_missing",
+        "ngram_vocab",
         "no_samples",
         "too_many_samples",
         "gcide",
@@ -447,6 +455,27 @@ def test_bad_input_is_one_sentence_and_touches_nothing(case, files_flags, tmp_pa
     helpers.assert_one_sentence(result, message)
     assert sorted(os.listdir(model_dir)) == ["keep.txt"]
     assert (model_dir / "keep.txt").read_text() == "written before"
+
+
+def test_a_tail_ngram_of_another_order_is_refused_before_anything_is_written(files_flags, tmp_path):
+    ngram_dir = tmp_path / "kn2"
+    built = helpers.run_binary("nplm_tf.ngram", f"--output={ngram_dir}", "--order=2", "--min_count=1", *files_flags[0])
+    assert built.returncode == 0, built.stderr[-2000:]
+    model_dir = tmp_path / "m"
+    flags = [
+        f"--model_dir={model_dir}",
+        "--epochs=1",
+        *TINY,
+        *files_flags[0],
+        "--shortlist=5",
+        f"--ngram_dir={ngram_dir}",
+    ]
+    refused = helpers.run_binary("nplm_tf.train", *flags)  # TINY's order 3: the tail's default K is 3
+    helpers.assert_one_sentence(refused, f"the n-gram in {ngram_dir} has order 2, not tail_ngram_order=3.")
+    assert not model_dir.exists()
+    accepted = helpers.run_binary("nplm_tf.train", *flags, "--tail_ngram_order=2")  # not judged by a half-set-up run
+    assert accepted.returncode == 0, accepted.stderr[-2000:]
+    assert sorted(os.listdir(model_dir / "tail_ngram")) == ["ngram.npz", "vocab.tsv"]
 
 
 @pytest.mark.parametrize("case", ["too_long", "too_many_samples"])

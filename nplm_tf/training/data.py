@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+from typing import Callable
 
 import tensorflow as tf
 
@@ -50,15 +51,23 @@ def eval_dataset(split: corpus_lib.Split, vocab: vocab_lib.Vocabulary, config: C
     return windows.window_dataset(split, vocab, config.order, EVAL_BATCH_SIZE, split_tokens(split))
 
 
-def prepare_data(config: Config, corpus: corpus_lib.Corpus, model_dir: str | None = None) -> Data:
+def prepare_data(
+    config: Config,
+    corpus: corpus_lib.Corpus,
+    model_dir: str | None = None,
+    check: Callable[[vocab_lib.Vocabulary], None] | None = None,
+) -> Data:
     """Checks every split, builds (or reloads) the vocabulary, checks the settings that depend on |V|, and
-    counts tokens. A run's vocabulary is reloaded only once its config.json exists (its setup finished)."""
+    counts tokens. A run's vocabulary is reloaded only once its config.json exists (its setup finished).
+    `check(vocab)` refuses what else depends on a new vocabulary before anything is written."""
     for name in corpus_lib.SPLITS:
         corpus_lib.check_split(corpus[name], config.order)
     run = RunDir(model_dir) if model_dir else None
     reload = run is not None and run.has_config() and run.has_vocab()
     vocab = run.load_vocab() if reload else vocab_lib.build(corpus["train"], config.min_count)
     config.check_vocab_size(vocab.size)
+    if check and not reload:
+        check(vocab)
     if run and not reload:
         run.save_vocab(vocab)
     return Data(vocab, {name: split_tokens(corpus[name]) for name in corpus_lib.SPLITS})

@@ -17,23 +17,45 @@ from pipelines import files
 from pipelines import vocabulary as vocab_lib
 
 
+class GivenTail:
+    """The Kneser-Ney model in --ngram_dir, checked against a new run's vocabulary and tail order before the
+    run writes anything (`prepare_data`'s check), and kept for `prepare_tail`."""
+
+    def __init__(self, config: Config, ngram_dir: str | None):
+        self.config, self.ngram_dir, self.model = config, ngram_dir, None
+
+    def __call__(self, vocab: vocab_lib.Vocabulary) -> None:
+        if self.config.ngram_tail and self.ngram_dir:
+            self.model = tail_ngram(vocab, None, self.config.tail_order, self.ngram_dir)
+            check_tail_model(self.model, self.config, self.ngram_dir)
+
+
 def prepare_tail(
-    config: Config, vocab: vocab_lib.Vocabulary, corpus: corpus_lib.Corpus, model_dir: str, ngram_dir: str | None = None
+    config: Config,
+    vocab: vocab_lib.Vocabulary,
+    corpus: corpus_lib.Corpus,
+    model_dir: str,
+    ngram_dir: str | None = None,
+    given: GivenTail | None = None,
 ) -> ShortListTail | NetworkTail | None:
     """The tail of a short-list run (None without a short list); an n-gram tail's model is kept in
     MODEL_DIR/tail_ngram (the network tail has none).
 
     The first run builds modified Kneser-Ney of order `config.tail_order` on the train split with the
-    network's vocabulary, or copies the model in `ngram_dir` (same vocabulary, order K); later runs reload it.
+    network's vocabulary, or copies the model in `ngram_dir` (same vocabulary, order K; `given`, if it
+    checked and loaded it already); later runs reload it.
     """
     run = RunDir(model_dir)
     tail_dir = RunDir(run.tail_ngram_dir)
     if not config.ngram_tail or os.path.isfile(tail_dir.ngram_model):  # nothing to build, or built already
         return load_tail(run, config)
-    os.makedirs(tail_dir.path, exist_ok=True)
-    model = tail_ngram(vocab, corpus, config.tail_order, ngram_dir)
+    model = given.model if given else None
+    if model is None:
+        model = tail_ngram(vocab, corpus, config.tail_order, ngram_dir)
+        if ngram_dir:
+            check_tail_model(model, config, ngram_dir)
+    os.makedirs(tail_dir.path, exist_ok=True)  # once the model is in hand and checked
     if ngram_dir:
-        check_tail_model(model, config, ngram_dir)
         files.replace_atomically(tail_dir.ngram_model, lambda tmp: shutil.copyfile(RunDir(ngram_dir).ngram_model, tmp))
     else:
         ngram_lib.save(model, tail_dir.path)
@@ -42,7 +64,7 @@ def prepare_tail(
 
 
 def tail_ngram(
-    vocab: vocab_lib.Vocabulary, corpus: corpus_lib.Corpus, order: int, ngram_dir: str | None = None
+    vocab: vocab_lib.Vocabulary, corpus: corpus_lib.Corpus | None, order: int, ngram_dir: str | None = None
 ) -> kn.KneserNey:
     """A short list's tail model: the Kneser-Ney model in `ngram_dir` (checked: the network's vocabulary, and
     Kneser-Ney), or modified Kneser-Ney of `order` built on the train split with the network's vocabulary."""

@@ -105,11 +105,12 @@ def train_and_evaluate(
     finished = finished_metrics(config, model_dir)
     if finished is not None:
         return finished
-    data = prepare_data(config, corpus, model_dir)
+    given = tail_lib.GivenTail(config, tail_ngram_dir)  # a bad --ngram_dir is refused before anything is written
+    data = prepare_data(config, corpus, model_dir, check=given)
     RunDir(model_dir).write_config(config)
     if corpus.spec:
         RunDir(model_dir).write_corpus(corpus.spec)
-    tail = tail_lib.prepare_tail(config, data.vocab, corpus, model_dir, tail_ngram_dir)
+    tail = tail_lib.prepare_tail(config, data.vocab, corpus, model_dir, tail_ngram_dir, given)
     strategy = strategy or tf.distribute.get_strategy()
     keras.utils.set_random_seed(config.seed)
 
