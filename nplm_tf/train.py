@@ -121,6 +121,8 @@ def check_flags():
     """The run's config and corpus, once every flag value that can be checked without data or TensorFlow is
     (`app.run` calls it first)."""
     strategies.check_cpu_devices(NUM_CPU_DEVICES.value)
+    if STRATEGY.value == "multi_worker":
+        strategies.check_tf_config()
     config = config_from_flags()
     if config.sync_every > 1 and STRATEGY.value != "multi_worker":
         raise ConfigError(

@@ -242,6 +242,34 @@ def test_sync_every_needs_the_multi_worker_strategy(corpus, tmp_path):
     assert not os.path.exists(tmp_path / "m")
 
 
+def test_a_bad_tf_config_is_one_sentence_before_tensorflow_reads_it(corpus, tmp_path):
+    """Once a JSONDecodeError traceback from TensorFlow's cluster resolver (or its own errors, after the flags)."""
+    cases = {
+        "{bad": "TF_CONFIG is not valid JSON",
+        "[1]": 'TF_CONFIG needs a "cluster" object of jobs',
+        '{"cluster": {"worker": []}, "task": {"type": "worker", "index": 0}}': 'TF_CONFIG needs a "cluster"',
+        '{"cluster": {"worker": ["h:1"]}, "task": {"type": "chief", "index": 0}}': "must name a job of its cluster",
+        '{"cluster": {"worker": ["h:1"]}, "task": {"type": "worker", "index": 1}}': "and an index within it",
+    }
+    for text, message in cases.items():
+        with pytest.raises(strategies.ConfigError, match=message.replace("(", r"\(")):
+            strategies.check_tf_config({"TF_CONFIG": text})
+    strategies.check_tf_config({})  # no TF_CONFIG: one local worker
+    strategies.check_tf_config(
+        {"TF_CONFIG": json.dumps({"cluster": {"worker": ["h:1", "h:2"]}, "task": {"type": "worker", "index": 1}})}
+    )
+    result = helpers.run_binary(
+        "nplm_tf.train",
+        f"--model_dir={tmp_path / 'm'}",
+        "--strategy=multi_worker",
+        *TINY,
+        *corpus,
+        env={"TF_CONFIG": "{bad"},
+    )
+    helpers.assert_one_sentence(result, "TF_CONFIG is not valid JSON")
+    assert not os.path.exists(tmp_path / "m")
+
+
 @pytest.mark.parametrize(
     "total,rates,workers,expected",
     [

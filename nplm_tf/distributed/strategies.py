@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import os
 import socket
 
 from nplm_tf.config import ConfigError
@@ -10,6 +12,37 @@ from nplm_tf.config import ConfigError
 def check_cpu_devices(num_devices: int) -> None:
     if num_devices < 1:
         raise ConfigError(f"num_cpu_devices={num_devices} must be at least 1.")
+
+
+def check_tf_config(environ=os.environ) -> None:
+    """A TF_CONFIG for MultiWorkerMirroredStrategy, checked before TensorFlow reads it: JSON naming a cluster
+    (job -> list of "host:port") and this process's task in it; absent means one local worker."""
+    text = environ.get("TF_CONFIG")
+    if not text:
+        return
+    try:
+        spec = json.loads(text)
+    except json.JSONDecodeError as e:
+        raise ConfigError(f"TF_CONFIG is not valid JSON ({e}).") from None
+    cluster = spec.get("cluster") if isinstance(spec, dict) else None
+    task = spec.get("task") if isinstance(spec, dict) else None
+    if not isinstance(cluster, dict) or not cluster or not all(isinstance(v, list) and v for v in cluster.values()):
+        raise ConfigError(
+            'TF_CONFIG needs a "cluster" object of jobs, each a list of "host:port" addresses, '
+            'e.g. {"cluster": {"worker": ["host1:2222", "host2:2222"]}, "task": {"type": "worker", "index": 0}}.'
+        )
+    kind = task.get("type") if isinstance(task, dict) else None
+    index = task.get("index") if isinstance(task, dict) else None
+    if (
+        kind not in cluster
+        or not isinstance(index, int)
+        or isinstance(index, bool)
+        or not 0 <= index < len(cluster[kind])
+    ):
+        raise ConfigError(
+            f'TF_CONFIG\'s "task" {json.dumps(task)} must name a job of its cluster ({", ".join(sorted(cluster))}) '
+            "and an index within it."
+        )
 
 
 def split_cpu(num_devices: int) -> None:
