@@ -156,19 +156,35 @@ def test_chief_and_worker_finish_a_search_and_a_killed_worker_loses_nothing(corp
     assert os.path.getmtime(first) == stamp  # the finished trial was not trained again
 
 
+CHIEF = {"KERASTUNER_TUNER_ID": "chief", "KERASTUNER_ORACLE_IP": "127.0.0.1"}
+
+
 @pytest.mark.parametrize(
-    "flag,message",
+    "flag,env,message",
     [
-        ("--max_trials=0", "max_trials=0 and epochs_per_trial=2 must be at least 1"),
-        ("--epochs_per_trial=0", "epochs_per_trial=0 must be at least 1"),
-        ("--num_cpu_devices=0", "num_cpu_devices=0 must be at least 1"),
+        ("--max_trials=0", {}, "max_trials=0 and epochs_per_trial=2 must be at least 1"),
+        ("--epochs_per_trial=0", {}, "epochs_per_trial=0 must be at least 1"),
+        ("--num_cpu_devices=0", {}, "num_cpu_devices=0 must be at least 1"),
+        # once a traceback from gRPC or keras-tuner, after the data was read and the output directory made
+        (
+            "--seed=1",
+            {**CHIEF, "KERASTUNER_ORACLE_PORT": "abc"},
+            "KERASTUNER_ORACLE_PORT='abc' must be the chief's port",
+        ),
+        ("--seed=1", {**CHIEF, "KERASTUNER_ORACLE_PORT": "70000"}, "an integer in [1, 65535]"),
+        (
+            "--seed=1",
+            {"KERASTUNER_ORACLE_IP": "127.0.0.1", "KERASTUNER_ORACLE_PORT": "8000"},
+            "a distributed search needs KERASTUNER_ORACLE_IP (the chief's address) and KERASTUNER_TUNER_ID",
+        ),
+        ("--seed=1", {"KERASTUNER_ORACLE_PORT": "8000"}, "KERASTUNER_ORACLE_PORT is set without KERASTUNER_ORACLE_IP"),
     ],
 )
-def test_bad_flags_are_one_sentence_and_leave_the_output_alone(flag, message, corpus, tmp_path):
+def test_bad_flags_are_one_sentence_and_leave_the_output_alone(flag, env, message, corpus, tmp_path):
     out = tmp_path / "search"
     out.mkdir()
     (out / "results.md").write_text("earlier results\n")
-    result = helpers.run_binary("tuning.search", f"--output_dir={out}", *corpus, flag)
+    result = helpers.run_binary("tuning.search", f"--output_dir={out}", *corpus, flag, env=env)
     assert "Traceback" not in result.stderr
     helpers.assert_one_sentence(result, message)
     assert (out / "results.md").read_text() == "earlier results\n"

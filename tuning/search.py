@@ -41,6 +41,25 @@ REPORT_ONLY = flags.DEFINE_boolean(
 )
 
 
+def check_cluster_env(environ=os.environ) -> None:
+    """The distributed search's environment (keras-tuner reads it per trial, failing with a traceback): with
+    KERASTUNER_ORACLE_IP set, KERASTUNER_ORACLE_PORT a port and KERASTUNER_TUNER_ID a name; none set: one process."""
+    from nplm_tf.config import ConfigError
+
+    if "KERASTUNER_ORACLE_IP" not in environ:
+        if "KERASTUNER_ORACLE_PORT" in environ:
+            raise ConfigError("KERASTUNER_ORACLE_PORT is set without KERASTUNER_ORACLE_IP, the chief's address.")
+        return
+    port = environ.get("KERASTUNER_ORACLE_PORT", "")
+    if not (port.isdigit() and 0 < int(port) < 65536):
+        raise ConfigError(f"KERASTUNER_ORACLE_PORT={port!r} must be the chief's port, an integer in [1, 65535].")
+    if not environ.get("KERASTUNER_ORACLE_IP") or not environ.get("KERASTUNER_TUNER_ID"):
+        raise ConfigError(
+            "a distributed search needs KERASTUNER_ORACLE_IP (the chief's address) and KERASTUNER_TUNER_ID "
+            "(chief on the chief, tuner0, tuner1, ... on the workers)."
+        )
+
+
 def check_flags():
     """The base config and the corpus, once the flag values that can be checked without data or TensorFlow
     are (`app.run` calls it first)."""
@@ -48,6 +67,7 @@ def check_flags():
     from pipelines import files
 
     strategies.check_cpu_devices(NUM_CPU_DEVICES.value)
+    check_cluster_env()
     files.check_output_dir("output_dir", OUTPUT_DIR.value)
     if MAX_TRIALS.value < 1 or EPOCHS.value < 1:
         raise ConfigError(f"max_trials={MAX_TRIALS.value} and epochs_per_trial={EPOCHS.value} must be at least 1.")
