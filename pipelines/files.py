@@ -86,8 +86,15 @@ def write_json(path: str, value) -> None:
 
 
 def read_json(path: str):
-    with open(path, encoding="utf-8") as f:
-        return json.load(f)
+    """A JSON file this project wrote; one that was edited or damaged since is a UserError naming it."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            return json.load(f)
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise UserError(
+            f"{path} is not valid JSON ({e}); it was changed after it was written: restore it, or start again "
+            "in a new directory."
+        ) from None
 
 
 def remove_stale_temporaries(directory: str) -> list[str]:

@@ -75,3 +75,15 @@ def test_stale_temporaries_are_removed_and_nothing_else(tmp_path):
     assert sorted(removed) == sorted([str(p) for p in stale] + [str(tmp_path / "export" / ".2.tmp-abc123")])
     assert all(p.exists() for p in kept) and not any(p.exists() for p in stale)
     assert not (tmp_path / "export" / ".2.tmp-abc123").exists()
+
+
+@pytest.mark.parametrize("data", [b'{"generations": [', b"\xff\xfe{}"])
+def test_a_damaged_json_file_is_a_user_error_naming_it(tmp_path, data):
+    """A run's state.json, history.json or corpus.json edited since it was written: once a JSONDecodeError or
+    UnicodeDecodeError traceback, now one sentence through every binary."""
+    path = tmp_path / "state.json"
+    path.write_bytes(data)
+    with pytest.raises(files.UserError, match=f"^{path} is not valid JSON .*restore it, or start again"):
+        files.read_json(str(path))
+    files.write_json(str(path), {"a": 1})
+    assert files.read_json(str(path)) == {"a": 1}
