@@ -81,10 +81,25 @@ class Vocabulary:
             )
         words, counts = [], []
         with open(path, encoding="utf-8") as f:
-            for line in f:
-                word, count = line.rstrip("\n").split("\t")
-                words.append(word)
-                counts.append(int(count))
+            try:
+                for line in f:
+                    word, count = line.rstrip("\n").split("\t")
+                    counts.append(int(count))
+                    words.append(word)  # last: len(words) counts the lines read whole
+            except ValueError as e:  # UnicodeDecodeError included
+                where = (
+                    "is not UTF-8 text"
+                    if isinstance(e, UnicodeDecodeError)
+                    else f"line {len(words) + 1} is not word<TAB>count"
+                )
+                raise corpus_lib.CorpusError(
+                    f"{path} {where}; it was changed after it was written: restore it, or start again in a new "
+                    "directory."
+                ) from None
+        if words[:2] != [EOS, UNK]:
+            raise corpus_lib.CorpusError(
+                f"{path} does not start with {EOS} and {UNK}; it is not a vocabulary written by nplm_tf."
+            )
         return cls(tuple(words), tuple(counts))
 
 

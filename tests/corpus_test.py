@@ -83,3 +83,21 @@ def test_vocabulary_order_min_count_and_round_trip(tmp_path):
         match=r"min_count=4 keeps no word of the train split \(its most frequent word occurs 3 times\)",
     ):
         vocabulary.build(split, 4)
+
+
+@pytest.mark.parametrize(
+    "text,message",
+    [
+        (b"</s>\t3\n<unk>\t0\nthe\n", "line 3 is not word<TAB>count"),
+        (b"</s>\t3\n<unk>\tmany\n", "line 2 is not word<TAB>count"),
+        (b"</s>\t3\n<unk>\t0\n\xff\t2\n", "is not UTF-8 text"),
+        (b"the\t3\n", "does not start with </s> and <unk>"),
+        (b"", "does not start with </s> and <unk>"),
+    ],
+)
+def test_a_damaged_vocabulary_file_is_one_sentence(tmp_path, text, message):
+    """A model directory's vocab.tsv edited since it was written: once a ValueError traceback from unpacking."""
+    path = tmp_path / "vocab.tsv"
+    path.write_bytes(text)
+    with pytest.raises(corpus.CorpusError, match=message):
+        vocabulary.Vocabulary.load(str(path))
