@@ -77,6 +77,16 @@ class RunDir:
     def has_config(self) -> bool:
         return os.path.isfile(self.config_path)
 
+    def load_best_weights(self, model) -> None:
+        """The best-by-validation weights into `model`; a file damaged since it was written is a UserError."""
+        try:
+            model.load_weights(self.best_weights)
+        except (OSError, ValueError) as e:  # truncated (h5py's OSError) or not this model's (ValueError)
+            raise ConfigError(
+                f"{self.best_weights} cannot be read ({str(e).splitlines()[0]}); it was changed after it was "
+                "written: restore it, or train again in a new directory."
+            ) from None
+
     def read_config(self) -> Config:
         return Config.from_json(self.config_path)
 
@@ -172,6 +182,6 @@ def load_trained(model_dir: str, precision: str | None = None):
         config = dataclasses.replace(config, precision=precision)  # checked as any config
     vocab = run.load_vocab()
     model = model_lib.build_model(config, vocab.size)
-    model.load_weights(run.best_weights)
+    run.load_best_weights(model)
     model_lib.attach_tail(model, tail_lib.load_tail(run, config))
     return config, vocab, model

@@ -3,6 +3,7 @@
 import json
 import math
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -273,3 +274,15 @@ def test_an_output_path_that_cannot_be_written_is_refused_before_any_work(module
         result = helpers.run_binary(module, *model, f"--{flag}={path}", *corpus)
         helpers.assert_one_sentence(result, message)
     assert a_file.read_text() == "keep me\n" and sorted(os.listdir(tmp_path)) == ["a_file"]
+
+
+def test_damaged_weights_are_one_sentence_and_the_run_is_left_as_it_was(trained, tmp_path):
+    """best.weights.h5 truncated since training: once an h5py OSError traceback from every tool."""
+    model_dir = tmp_path / "m"
+    shutil.copytree(trained[0], model_dir)
+    weights = model_dir / "best.weights.h5"
+    weights.write_bytes(weights.read_bytes()[:1000])
+    result = helpers.run_binary("nplm_tf.evaluate", f"--model_dir={model_dir}")
+    helpers.assert_one_sentence(result, f"{weights} cannot be read (")
+    assert "restore it, or train again in a new directory" in result.stderr
+    assert len(weights.read_bytes()) == 1000 and sorted(os.listdir(model_dir)) == sorted(os.listdir(trained[0]))

@@ -81,3 +81,19 @@ def test_every_order_field_is_in_the_state():
     state = model.get_state()
     assert {f"1_{f.name}" for f in dataclasses.fields(kn.Order)} <= set(state)
     assert_same(model, kn.KneserNey.from_state(state))
+
+
+@pytest.mark.parametrize("keep", [0, 100, "no_kind"])
+def test_a_damaged_model_file_is_one_sentence(keep, tmp_path):
+    """Truncated, empty, or missing an array (a file edited since): once a BadZipFile, EOFError or KeyError
+    traceback from numpy."""
+    ngram_lib.save(make("kneser_ney"), str(tmp_path))
+    path = tmp_path / "ngram.npz"
+    if keep == "no_kind":
+        with np.load(path) as f:
+            state = {k: f[k] for k in f.files if k != "order"}
+        np.savez(path, **state)
+    else:
+        path.write_bytes(path.read_bytes()[:keep])
+    with pytest.raises(kn.NgramError, match=f"^{path} cannot be read .*restore it, or build it again"):
+        ngram_lib.load(str(tmp_path))

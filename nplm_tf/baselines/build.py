@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 import os
+import zipfile
 
 import numpy as np
 
@@ -51,11 +52,17 @@ def load(directory: str):
     path = RunDir(directory).ngram_model
     if not os.path.isfile(path):
         raise kn.NgramError(f"{directory} holds no n-gram model ({NGRAM_MODEL}); build one with nplm_tf.ngram.")
-    with np.load(path) as f:
-        state = dict(f)
-    # Files written before the state named its kind: the weights mark the interpolated trigram.
-    kind = str(state["kind"]) if "kind" in state else "InterpolatedTrigram" if "lambdas" in state else "KneserNey"
-    return MODELS[kind].from_state(state)
+    try:
+        with np.load(path) as f:
+            state = dict(f)
+        # Files written before the state named its kind: the weights mark the interpolated trigram.
+        kind = str(state["kind"]) if "kind" in state else "InterpolatedTrigram" if "lambdas" in state else "KneserNey"
+        return MODELS[kind].from_state(state)
+    except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile) as e:
+        raise kn.NgramError(
+            f"{path} cannot be read ({type(e).__name__}: {str(e).splitlines()[0] if str(e) else 'no detail'}); it "
+            "was changed after it was written: restore it, or build it again."
+        ) from None
 
 
 SMOOTHINGS = ("kneser_ney", "interpolated")

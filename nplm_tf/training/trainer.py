@@ -177,7 +177,7 @@ def finish_run(
     """The end of every run: the best weights back, exact valid/test perplexity, then (if `write`)
     model.keras, the SavedModel and, last, metrics.json. Returns the metrics."""
     run = RunDir(model_dir)
-    model.load_weights(run.best_weights)
+    run.load_best_weights(model)
     metrics = evaluate_all(model, data, corpus, config)
     metrics["epochs"] = list(run.read_history().values())
     metrics["train_seconds"] = sum(e["seconds"] for e in metrics["epochs"])
