@@ -67,13 +67,13 @@ def train_multi_worker(
     finished = trainer.finished_metrics(config, model_dir)
     if finished is not None:
         return finished
-    given = tail_lib.GivenTail(config, tail_ngram_dir) if chief else None  # checked before the chief writes
-    data = prepare_data(config, corpus, model_dir if chief else None, check=given)
+    given = tail_lib.GivenTail(config, tail_ngram_dir)  # on the chief, checked before it writes
+    data = prepare_data(config, corpus, model_dir if chief else None, check=given if chief else None)
     if chief:
         RunDir(model_dir).write_config(config)
         if corpus.spec:
             RunDir(model_dir).write_corpus(corpus.spec)
-        tail_lib.prepare_tail(config, data.vocab, corpus, model_dir, tail_ngram_dir, given)
+        tail_lib.prepare_tail(config, data.vocab, corpus, model_dir, given)
     collectives.barrier(strategy)  # the chief has kept the tail's n-gram
     tail = tail_lib.load_tail(RunDir(model_dir), config)
     replicas = strategy.num_replicas_in_sync

@@ -31,32 +31,27 @@ class GivenTail:
 
 
 def prepare_tail(
-    config: Config,
-    vocab: vocab_lib.Vocabulary,
-    corpus: corpus_lib.Corpus,
-    model_dir: str,
-    ngram_dir: str | None = None,
-    given: GivenTail | None = None,
+    config: Config, vocab: vocab_lib.Vocabulary, corpus: corpus_lib.Corpus, model_dir: str, given: GivenTail
 ) -> ShortListTail | NetworkTail | None:
     """The tail of a short-list run (None without a short list); an n-gram tail's model is kept in
     MODEL_DIR/tail_ngram (the network tail has none).
 
     The first run builds modified Kneser-Ney of order `config.tail_order` on the train split with the
-    network's vocabulary, or copies the model in `ngram_dir` (same vocabulary, order K; `given`, if it
-    checked and loaded it already); later runs reload it.
+    network's vocabulary, or copies the model in `given.ngram_dir` (same vocabulary, order K; loaded and
+    checked by `prepare_data` when the run was set up); later runs reload it.
     """
     run = RunDir(model_dir)
     tail_dir = RunDir(run.tail_ngram_dir)
     if not config.ngram_tail or os.path.isfile(tail_dir.ngram_model):  # nothing to build, or built already
         return load_tail(run, config)
-    model = given.model if given else None
-    if model is None:
-        model = tail_ngram(vocab, corpus, config.tail_order, ngram_dir)
-        if ngram_dir:
-            check_tail_model(model, config, ngram_dir)
+    if given.ngram_dir and given.model is None:  # a run set up before, whose tail was not kept yet
+        given(vocab)
+    model = given.model if given.ngram_dir else tail_ngram(vocab, corpus, config.tail_order)
     os.makedirs(tail_dir.path, exist_ok=True)  # once the model is in hand and checked
-    if ngram_dir:
-        files.replace_atomically(tail_dir.ngram_model, lambda tmp: shutil.copyfile(RunDir(ngram_dir).ngram_model, tmp))
+    if given.ngram_dir:
+        files.replace_atomically(
+            tail_dir.ngram_model, lambda tmp: shutil.copyfile(RunDir(given.ngram_dir).ngram_model, tmp)
+        )
     else:
         ngram_lib.save(model, tail_dir.path)
     tail_dir.save_vocab(vocab)

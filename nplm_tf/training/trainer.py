@@ -110,7 +110,7 @@ def train_and_evaluate(
     RunDir(model_dir).write_config(config)
     if corpus.spec:
         RunDir(model_dir).write_corpus(corpus.spec)
-    tail = tail_lib.prepare_tail(config, data.vocab, corpus, model_dir, tail_ngram_dir, given)
+    tail = tail_lib.prepare_tail(config, data.vocab, corpus, model_dir, given)
     strategy = strategy or tf.distribute.get_strategy()
     keras.utils.set_random_seed(config.seed)
 
