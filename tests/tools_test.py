@@ -90,6 +90,19 @@ def test_the_nearest_word_of_cat_is_dog_and_random_features_fail_it(trained):
     assert vocab.words[nearest] != "dog"
 
 
+def test_nearest_never_lists_the_word_itself_even_when_k_exceeds_the_vocabulary():
+    import numpy as np
+
+    from nplm_tf.tools import embeddings
+
+    table = np.array([[1.0, 0.0], [0.9, 0.1], [-1.0, 0.0], [0.0, 1.0]], np.float32)
+    for k in (1, 3, 10):
+        ids = [i for i, _ in embeddings.nearest(table, 0, k)]
+        assert 0 not in ids
+        assert len(ids) == min(k, 3)
+    assert [i for i, _ in embeddings.nearest(table, 0, 10)] == [1, 3, 2]
+
+
 def test_training_writes_projector_files_that_load(trained):
     from google.protobuf import text_format
     from tensorboard.plugins import projector

@@ -26,11 +26,12 @@ def features(model) -> np.ndarray:
 
 
 def nearest(table: np.ndarray, word_id: int, k: int) -> list[tuple[int, float]]:
-    """The k ids whose rows have the highest cosine similarity with `word_id`'s (itself left out)."""
+    """The k ids whose rows have the highest cosine similarity with `word_id`'s (itself left out; all the
+    others when k is at least |V| - 1)."""
     norms = np.linalg.norm(table, axis=1)
     cosine = table @ table[word_id] / np.maximum(norms * norms[word_id], 1e-12)
-    cosine[word_id] = -np.inf
-    best = np.argsort(-cosine, kind="stable")[:k]
+    order = np.argsort(-cosine, kind="stable")
+    best = order[order != word_id][:k]
     return [(int(i), float(cosine[i])) for i in best]
 
 
