@@ -178,7 +178,9 @@ def check_flags() -> tuple[dict[str, dict], list[str]]:
     names = NAMES.value or list(every)
     unknown = sorted(set(names) - set(every))
     if unknown:
-        raise ConfigError(f"unknown variants {unknown}; choose from {list(every)}.")
+        raise ConfigError(
+            f"unknown variants {unknown}; choose from {list(every)} (--shortlists and --num_sampled set the numbers)."
+        )
     if EPOCHS.value < 1:
         raise ConfigError(f"epochs={EPOCHS.value} must be at least 1.")
     if not 1 <= ROUNDS.value <= min(REQUESTS.value, BATCHES.value):
