@@ -49,6 +49,27 @@ def atomic_output(path: str) -> Iterator[str]:
     os.replace(tmp, path)
 
 
+def make_directories(path: str) -> list[str]:
+    """Makes `path` and its missing parents; returns those it made, the deepest first (for
+    `remove_empty_directories` when the step that needed them fails)."""
+    made = []
+    missing = os.path.abspath(path)
+    while not os.path.exists(missing):
+        made.append(missing)
+        missing = os.path.dirname(missing)
+    os.makedirs(path, exist_ok=True)
+    return made
+
+
+def remove_empty_directories(directories: list[str]) -> None:
+    """Removes these directories, in order, up to the first that is not empty (or cannot be removed)."""
+    for directory in directories:
+        try:
+            os.rmdir(directory)
+        except OSError:
+            return
+
+
 def check_output_dir(flag: str, path: str) -> None:
     """Refuses an output directory that names a file, before anything runs (it is made later, when needed)."""
     if os.path.exists(path) and not os.path.isdir(path):

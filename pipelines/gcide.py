@@ -155,12 +155,16 @@ def gcide_corpus(path: str = DEFAULT_PATH, cache_root: str = DEFAULT_CACHE) -> C
     paths = {name: os.path.join(directory, f"{name}.txt") for name in SPLITS}
     if not all(os.path.isfile(p) for p in paths.values()):
         try:  # before the conversion, which takes a minute
-            os.makedirs(directory, exist_ok=True)
+            made = files.make_directories(directory)
         except OSError as e:
             raise CorpusError(
                 f"--gcide_cache={cache_root} cannot hold the converted text ({e.strerror}); give a writable directory."
             ) from None
-        lines = convert(path)
-        for name in SPLITS:
-            files.write_text(paths[name], "".join(line + "\n" for line in lines[name]))
+        try:
+            lines = convert(path)
+            for name in SPLITS:
+                files.write_text(paths[name], "".join(line + "\n" for line in lines[name]))
+        except BaseException:  # a file that is not GCIDE, or an interrupt: no empty cache directory is left
+            files.remove_empty_directories(made)
+            raise
     return Corpus("gcide", {name: Split(name, files=(paths[name],)) for name in SPLITS})

@@ -87,3 +87,16 @@ def test_a_damaged_json_file_is_a_user_error_naming_it(tmp_path, data):
         files.read_json(str(path))
     files.write_json(str(path), {"a": 1})
     assert files.read_json(str(path)) == {"a": 1}
+
+
+def test_directories_made_for_a_failed_step_are_removed_up_to_one_that_holds_files(tmp_path):
+    (tmp_path / "kept").mkdir()
+    made = files.make_directories(str(tmp_path / "kept" / "a" / "b" / "c"))
+    assert made == [str(tmp_path / "kept" / "a" / "b" / "c"), str(tmp_path / "kept" / "a" / "b")] + [
+        str(tmp_path / "kept" / "a")
+    ]
+    (tmp_path / "kept" / "a" / "note.txt").write_text("someone else's\n")
+    files.remove_empty_directories(made)
+    assert not (tmp_path / "kept" / "a" / "b").exists()
+    assert (tmp_path / "kept" / "a" / "note.txt").read_text() == "someone else's\n"
+    assert files.make_directories(str(tmp_path / "kept")) == []

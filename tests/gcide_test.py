@@ -106,6 +106,7 @@ def test_bad_gcide_path_is_one_sentence(case, tmp_path):
     )
     assert "Traceback" not in result.stderr
     helpers.assert_one_sentence(result, message)
+    assert not (tmp_path / "c").exists()  # the cache directory made for the conversion is removed
 
 
 def test_describe_prints_the_sizes(tmp_path):
