@@ -9,8 +9,9 @@ Each line is scored as one unit (its words, then </s>) and printed as
 
 then, after the last line, "Perplexity including OOVs", "Perplexity excluding OOVs", "OOVs" and "Tokens".
 Differences from KenLM: ids are this model's (`</s>` = 0, `<unk>` = 1); n is the number of words the
-network saw, the predicted one included (min(position + 1, order)), not a matched n-gram's length; a blank
-line prints "Total: 0 OOV: 0". --ngram_only scores with the n-gram alone, as KenLM would.
+network saw, the predicted one included (min(position + 1, order)), not a matched n-gram's length. A blank
+line is an empty sentence, `</s>` alone, as in KenLM. --ngram_only scores with the n-gram alone, as KenLM
+would.
 """
 
 from absl import flags

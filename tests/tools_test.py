@@ -146,10 +146,20 @@ def test_query_total_equals_evaluate(trained):
     assert lines[-1] == f"Tokens:\t{sum(len(s.split()) + 1 for s in text.splitlines())}"
 
 
+def test_a_blank_line_is_an_empty_sentence_as_in_the_savedmodels_score(trained):
+    lines = query(trained, "the dog was sleeping .\n\n")
+    fields = lines[1].split("\t")
+    assert fields[0].startswith("</s>=0 1 ") and fields[1].endswith("OOV: 0")
+    served = tf.saved_model.load(os.path.join(trained["model"], "export", "1"))
+    log_prob = served.signatures["score"](text=tf.constant([""]))["log_prob"].numpy()[0]
+    assert float(fields[0].split(" ")[-1]) == pytest.approx(log_prob / np.log(10), abs=1e-5)
+    assert lines[-1] == "Tokens:\t7"
+
+
 def test_query_ngram_only_equals_kenlm_on_the_arpa_export(trained):
     import kenlm
 
-    text = "the dog was sleeping .\nthe cat is eating .\nthe table was red ."
+    text = "the dog was sleeping .\n\nthe cat is eating .\nthe table was red ."  # a blank line: </s> alone
     lines = query(trained, text, f"--ngram_dir={trained['ngram']}", "--ngram_only")
     model = kenlm.Model(os.path.join(trained["ngram"], "model.arpa"))
     for sentence, line in zip(text.splitlines(), lines):

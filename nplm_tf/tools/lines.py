@@ -2,7 +2,8 @@
 
 Lines go through the training pipeline (`tf.strings.split`, the vocabulary, `<s>` padding, windows that
 never cross a line) in batches, so thousands of lines score in one pass; each line predicts its words
-and `</s>`. A blank line predicts nothing.
+and `</s>`. A blank line is an empty sentence: it predicts `</s>` at the start of a line, as in KenLM's
+`query` and the SavedModel's `score` (the corpus readers skip blank lines instead: they are no unit of text).
 """
 
 from __future__ import annotations
@@ -12,15 +13,17 @@ import math
 import os
 
 import numpy as np
+import tensorflow as tf
 
 from nplm_tf import run_dir
 from nplm_tf.baselines import build as ngram_lib
 from nplm_tf.baselines import mixture as mixture_lib
 from nplm_tf.baselines import network_mixture
+from nplm_tf.baselines.ngram_arrays import TokenArrays
 from nplm_tf.network import scoring
 from nplm_tf.training.data import eval_dataset
 from pipelines import corpus as corpus_lib
-from pipelines import corpus_flags
+from pipelines import corpus_flags, windows
 
 LOG10 = math.log(10)
 MODES = ("network", "mixture", "ngram")
@@ -85,15 +88,32 @@ class LineScorer:
         buckets = mixture_lib.frequency_buckets(self.ngram.context_counts(arrays), len(self.weights))
         return mixture_lib.mix(self.network_probabilities(split), p_ng, self.weights[buckets])
 
+    def empty_line_probability(self) -> float:
+        """P(`</s>` | the start of a line) by this scorer's mode: what a blank line predicts (the windows and
+        n-gram arrays of a split skip blank lines, so it is scored here on its own)."""
+        p_nn = p_ng = None
+        if self.mode != "ngram":
+            window = [[self.vocab.bos_id] * (self.config.order - 1) + [self.vocab.eos_id]]
+            dataset = tf.data.Dataset.from_tensors(windows.split_window(tf.constant(window, tf.int64)))
+            p_nn = scoring.token_probabilities(self.model, dataset)
+        if self.mode != "network":
+            arrays = TokenArrays.from_lines([[]], self.vocab.bos_id, self.vocab.eos_id)
+            p_ng = self.ngram.token_probabilities(arrays)
+        if self.mode == "mixture":
+            buckets = mixture_lib.frequency_buckets(self.ngram.context_counts(arrays), len(self.weights))
+            return float(mixture_lib.mix(p_nn, p_ng, self.weights[buckets])[0])
+        return float((p_nn if p_ng is None else p_ng)[0])
+
     def score(self, lines: list[str]) -> list[LineScore]:
-        """One `LineScore` per line (blank lines: no tokens)."""
+        """One `LineScore` per line (a blank line: `</s>` alone)."""
         tokens = [corpus_lib.tokenize(line) for line in lines]
         kept = tuple(" ".join(t) for t in tokens if t)
         probs = self.probabilities(corpus_lib.Split("lines", lines=kept)) if kept else np.zeros(0)
+        empty = self.empty_line_probability() if len(kept) < len(tokens) else None
         scores, start = [], 0
         for words in tokens:
             if not words:
-                scores.append(LineScore([], np.zeros(0, np.int64), np.zeros(0)))
+                scores.append(LineScore(["</s>"], np.array([self.vocab.eos_id]), np.log10([empty])))
                 continue
             words = [*words, "</s>"]
             end = start + len(words)
