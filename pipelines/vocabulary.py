@@ -46,6 +46,8 @@ class Vocabulary:
         return len(self.words)
 
     def ids(self, tokens: Iterable[str]) -> list[int]:
+        """Text tokens -> ids as `lookup_table` maps them: unknown words, and a literal `</s>` in the text, are
+        `<unk>` (`</s>` is only ever the end of a line)."""
         index = self._index
         return [index.get(t, 1) for t in tokens]
 
@@ -53,7 +55,7 @@ class Vocabulary:
     def _index(self) -> dict[str, int]:
         cached = self.__dict__.get("_cached_index")
         if cached is None:
-            cached = {w: i for i, w in enumerate(self.words)}
+            cached = {w: i for i, w in enumerate(self.words) if i >= 2}
             object.__setattr__(self, "_cached_index", cached)
         return cached
 

@@ -77,7 +77,11 @@ def test_vocabulary_order_min_count_and_round_trip(tmp_path):
     assert vocab.counts == (2, 2, 3, 2)  # 2 lines; c and the literal <unk> merged
     vocab.save(str(tmp_path / "vocab.tsv"))
     assert vocabulary.Vocabulary.load(str(tmp_path / "vocab.tsv")) == vocab
-    assert vocab.ids(["a", "zzz", "</s>"]) == [3, 1, 0]
+    import tensorflow as tf
+
+    tokens = ["a", "zzz", "</s>", "<unk>", "<s>", "b"]
+    assert vocab.ids(tokens) == [3, 1, 1, 1, 1, 2]  # a literal </s> is unknown text, as in the window pipeline
+    assert vocab.lookup_table().lookup(tf.constant(tokens)).numpy().tolist() == vocab.ids(tokens)
     with pytest.raises(
         corpus.CorpusError,
         match=r"min_count=4 keeps no word of the train split \(its most frequent word occurs 3 times\)",
