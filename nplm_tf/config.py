@@ -78,6 +78,7 @@ class Config:
         )
         _check(self.min_count >= 1, "min_count", self.min_count, "must be at least 1")
         _check(self.epochs >= 1, "epochs", self.epochs, "must be at least 1")
+        _check(0 <= self.seed < 2**32, "seed", self.seed, "must be in [0, 2**32 - 1]")
         _check(self.batch_size >= 1, "batch_size", self.batch_size, "must be at least 1")
         _check(self.optimizer in OPTIMIZERS, "optimizer", self.optimizer, f"must be one of {OPTIMIZERS}")
         _check(self.learning_rate > 0, "learning_rate", self.learning_rate, "must be positive")

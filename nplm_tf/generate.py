@@ -31,6 +31,8 @@ def check() -> None:
 
     if NUM_SAMPLES.value < 1 or MAX_TOKENS.value < 0:
         raise ConfigError(f"num_samples={NUM_SAMPLES.value} must be >= 1 and max_tokens={MAX_TOKENS.value} >= 0.")
+    if not -(2**63) <= SEED.value < 2**63:
+        raise ConfigError(f"seed={SEED.value} must fit in 64 bits (the signature's int64 seed).")
     run_dir.check_trained(MODEL_DIR.value)
 
 

@@ -282,6 +282,9 @@ def test_bad_input_to_the_tools(trained, tmp_path):
     assert bad.returncode != 0 and "Total:" in bad.stdout.decode()  # the line before the error is answered
     assert helpers.error_lines(bad.stderr.decode()) == ["error: standard input line 2 is not valid UTF-8 (byte 4)."]
 
+    seed = helpers.run_binary("nplm_tf.generate", f"--model_dir={trained['model']}", f"--seed={2**64}")
+    helpers.assert_one_sentence(seed, f"seed={2**64} must fit in 64 bits")  # was a ValueError traceback
+
     for module in ("nplm_tf.query", "nplm_tf.rescore", "nplm_tf.generate", "nplm_tf.neighbors"):
         extra = ["--words=cat"] if module == "nplm_tf.neighbors" else []
         result = run_with_input(module, "", f"--model_dir={tmp_path}", *extra)
