@@ -1,6 +1,10 @@
 """Prints one JSON line describing a corpus: predicted tokens per split, |V|, OOV rates.
 
-python -m pipelines.describe --corpus=brown
+python -m pipelines.describe --corpus=brown [--shortlists=2000,4000,8000]
+
+With `--shortlists`, also the share of each split's predicted tokens that a short list of N words
+(`nplm_tf.train --shortlist=N`: ids 0..N-1, `</s>` and `<unk>` included) leaves to the tail, to choose N
+before training.
 """
 
 import json
@@ -11,27 +15,46 @@ from pipelines import app, corpus_flags
 from pipelines.errors import UserError
 
 MIN_COUNT = flags.DEFINE_integer("min_count", 4, "Words seen fewer times in train become <unk>.")
+SHORTLISTS = flags.DEFINE_list("shortlists", [], "Short-list sizes N: report the share of tokens in each one's tail.")
 
 
 def check():
     """The flag values, and the corpus they name (its files exist), before TensorFlow loads."""
     if MIN_COUNT.value < 1:
         raise UserError(f"min_count={MIN_COUNT.value} must be at least 1.")
-    return corpus_flags.corpus_from_flags()
+    try:
+        shortlists = [int(n) for n in SHORTLISTS.value]
+    except ValueError:
+        raise UserError(f"shortlists={SHORTLISTS.value} must be integers.") from None
+    if any(n < 1 for n in shortlists):
+        raise UserError(f"shortlists={shortlists} must be positive.")
+    return corpus_flags.corpus_from_flags(), shortlists
 
 
-def main(argv, corpus):
+def main(argv, checked):
     from pipelines import vocabulary
 
+    corpus, shortlists = checked
     vocab = vocabulary.build(corpus["train"], MIN_COUNT.value)
+    too_large = [n for n in shortlists if n >= vocab.size]
+    if too_large:
+        raise UserError(f"shortlists {too_large} must be smaller than |V| = {vocab.size:,}.")
     known = set(vocab.words)
     summary = {"corpus": corpus.name, "vocab_size": vocab.size, "tokens": {}, "lines": {}, "oov_rate": {}}
+    if shortlists:
+        summary["tail_share"] = {str(n): {} for n in shortlists}
     for name in ("train", "valid", "test"):
         counts, tokens, lines = vocabulary.count_split(corpus[name])
         unknown = sum(c for w, c in counts.items() if w not in known)
-        summary["tokens"][name] = tokens + lines  # every line also predicts </s>
+        predicted = tokens + lines  # every line also predicts </s>
+        summary["tokens"][name] = predicted
         summary["lines"][name] = lines
-        summary["oov_rate"][name] = unknown / (tokens + lines) if tokens else 0.0
+        summary["oov_rate"][name] = unknown / predicted if tokens else 0.0
+        if shortlists:
+            ids = vocab.ids(counts)  # as training maps them: unknown words (in the list) are <unk>
+            for n in shortlists:
+                tail = sum(c for i, c in zip(ids, counts.values()) if i >= n)
+                summary["tail_share"][str(n)][name] = tail / predicted if tokens else 0.0
     print(json.dumps(summary))
 
 

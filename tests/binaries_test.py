@@ -74,6 +74,25 @@ def test_describe_binary_on_files(data):
     assert set(out["tokens"]) == {"train", "valid", "test"}
 
 
+def test_describe_reports_the_tail_share_of_each_short_list(tmp_path):
+    files = {}
+    for name, text in (("train", "a a a b b c\n"), ("valid", "c d a\n"), ("test", "b\n")):
+        files[name] = tmp_path / f"{name}.txt"
+        files[name].write_text(text)
+    corpus = ["--corpus=files", "--min_count=1", *(f"--{name}_files={path}" for name, path in files.items())]
+    result = helpers.run_binary("pipelines.describe", *corpus, "--shortlists=3,4")
+    assert result.returncode == 0, result.stderr[-3000:]
+    # ids: </s> 0, <unk> 1, a 2, b 3, c 4; the unknown d is <unk>, in every list; each line predicts </s>.
+    assert json.loads(result.stdout)["tail_share"] == {
+        "3": {"train": 3 / 7, "valid": 1 / 4, "test": 1 / 2},
+        "4": {"train": 1 / 7, "valid": 1 / 4, "test": 0.0},
+    }
+    helpers.assert_one_sentence(
+        helpers.run_binary("pipelines.describe", *corpus, "--shortlists=5"),
+        "shortlists [5] must be smaller than |V| = 5.",
+    )
+
+
 def test_mirrored_strategy_with_two_cpu_devices_matches_one_device(data, tmp_path):
     results = {}
     for strategy, devices in (("default", 1), ("mirrored", 2)):
@@ -217,6 +236,7 @@ def test_interrupted_training_resumes(sig, code, data, tmp_path):
             "the interpolated model is a trigram; use --order=3 (got 5).",
         ),
         ("pipelines.describe", ["--min_count=0"], "min_count=0 must be at least 1."),
+        ("pipelines.describe", ["--shortlists=0"], "shortlists=[0] must be positive."),
         ("benchmarks.brown", ["--model_dir=OUT", "--shortlist=-1"], "shortlist=-1 must be >= 0"),
         ("benchmarks.pipeline", ["--repeat=0"], "repeat=0 must be at least 1."),
         # Flags absl itself cannot parse: one sentence too, not absl's "FATAL Flags parsing error" and a hint.
