@@ -10,6 +10,8 @@ import time
 
 import pytest
 
+from nplm_tf import run_dir
+from nplm_tf.config import Config
 from nplm_tf.distributed import strategies
 from tests import helpers
 
@@ -393,3 +395,30 @@ def test_balanced_workers_equal_their_dealing_done_by_hand(corpus, tmp_path):
         for want, got in zip(expected, saved.weights):
             np.testing.assert_allclose(got.numpy(), want, rtol=1e-5, atol=1e-6)
     assert json.load(open(os.path.join(model_dir, "metrics.json")))["config"]["balance_workers"] is True
+
+
+def test_every_worker_refuses_what_the_chief_refuses_with_the_same_sentence(corpus, tmp_path):
+    """Each worker checks --ngram_dir and the model directory's configuration itself, before the first collective
+    (once only the chief did: the other worker then died at the barrier with an UnavailableError traceback)."""
+    other = tmp_path / "other"
+    other.mkdir()
+    run_dir.RunDir(str(other)).write_config(Config(hidden_dim=7))
+    cases = [
+        (tmp_path / "m", ["--shortlist=5", f"--ngram_dir={tmp_path / 'nowhere'}"], "nowhere/vocab.tsv does not exist"),
+        (other, [], "holds a model trained with another configuration"),
+    ]
+    for model_dir, extra, message in cases:
+        before = sorted(os.listdir(model_dir)) if model_dir.exists() else None
+        procs, _ = start_workers(model_dir, 1, corpus, extra=extra)
+        outputs = []
+        try:
+            for p in procs:
+                outputs.append(p.communicate(timeout=120))
+        finally:
+            for p in procs:
+                if p.poll() is None:
+                    p.kill()
+        for p, (_, err) in zip(procs, outputs):
+            errors = helpers.error_lines(err)
+            assert p.returncode != 0 and len(errors) == 1 and message in errors[0], err[-2000:]
+        assert (sorted(os.listdir(model_dir)) if model_dir.exists() else None) == before

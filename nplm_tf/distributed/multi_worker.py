@@ -62,13 +62,15 @@ def train_multi_worker(
 ) -> dict:
     """Trains (or resumes) with `strategy` (usually MultiWorkerMirroredStrategy); returns the metrics."""
     chief = is_chief(strategy)
-    if chief:
-        trainer.check_model_dir(config, model_dir)
+    # Every worker makes the checks that can refuse the run, before the first collective: a worker left
+    # waiting there for a chief that refused would fail with a traceback instead of the chief's sentence.
+    trainer.check_model_dir(config, model_dir, clean=chief)
     finished = trainer.finished_metrics(config, model_dir)
     if finished is not None:
         return finished
-    given = tail_lib.GivenTail(config, tail_ngram_dir)  # on the chief, checked before it writes
-    data = prepare_data(config, corpus, model_dir if chief else None, check=given if chief else None)
+    new_run = not RunDir(model_dir).has_config()  # a run set up before kept its tail; --ngram_dir is not read
+    given = tail_lib.GivenTail(config, tail_ngram_dir)  # checked before the chief writes anything
+    data = prepare_data(config, corpus, model_dir if chief else None, check=given if chief or new_run else None)
     if chief:
         RunDir(model_dir).write_config(config)
         if corpus.spec:

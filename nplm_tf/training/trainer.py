@@ -28,9 +28,10 @@ from pipelines import files
 from pipelines import vocabulary as vocab_lib
 
 
-def check_model_dir(config: Config, model_dir: str) -> None:
+def check_model_dir(config: Config, model_dir: str, clean: bool = True) -> None:
     """Refuses a directory that holds a model of another configuration (config.json is written once the data
-    is checked, by `prepare_data`'s caller)."""
+    is checked, by `prepare_data`'s caller). `clean`: also remove what a kill -9 left mid-write (the one
+    process that writes the directory; the other workers of a multi-worker run only check)."""
     files.check_output_dir("model_dir", model_dir)
     run = RunDir(model_dir)
     if run.has_config():
@@ -44,6 +45,8 @@ def check_model_dir(config: Config, model_dir: str) -> None:
             )
     # The directory itself is made when the vocabulary is saved, once the data is checked: a refused run
     # leaves no empty directory behind.
+    if not clean:
+        return
     for stale in files.remove_stale_temporaries(model_dir):  # left by a kill -9 mid-write
         print(f"removed {stale}, a file an interrupted write left behind", flush=True)
 
