@@ -22,6 +22,11 @@ PLOT_WORDS = flags.DEFINE_integer("plot_words", 300, "Words in the picture.")
 PROJECTOR = flags.DEFINE_boolean("projector", False, "Write the TensorBoard projector files into MODEL_DIR/logs.")
 
 
+def words() -> list[str]:
+    """--words without empty entries (`--words=a,,b`, a trailing comma)."""
+    return [w for w in WORDS.value if w]
+
+
 def check() -> None:
     """The flag values and that --model_dir holds a trained model, before TensorFlow loads."""
     from nplm_tf import run_dir
@@ -30,7 +35,7 @@ def check() -> None:
 
     if K.value < 1 or PLOT_WORDS.value < 2:
         raise ConfigError(f"k={K.value} must be >= 1 and plot_words={PLOT_WORDS.value} >= 2.")
-    if not (WORDS.value or PLOT.value or PROJECTOR.value):
+    if not (words() or PLOT.value or PROJECTOR.value):
         raise ConfigError("nothing to do: give --words, --plot or --projector.")
     if PLOT.value:
         files.check_output_file("plot", PLOT.value)
@@ -44,8 +49,8 @@ def main(argv, checked):
     _, vocab, model = run_dir.load_trained(MODEL_DIR.value)
     table = embeddings.features(model)
     index = {w: i for i, w in enumerate(vocab.words)}
-    unknown = [w for w in WORDS.value if w not in index]
-    for word in WORDS.value:
+    unknown = [w for w in words() if w not in index]
+    for word in words():
         if word in index:
             pairs = embeddings.nearest(table, index[word], K.value)
             print(f"{word}:\t" + "\t".join(f"{vocab.words[i]} {cosine:.3f}" for i, cosine in pairs), flush=True)

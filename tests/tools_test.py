@@ -268,7 +268,9 @@ def test_evaluate_fits_the_mixture_on_the_models_own_corpus(trained, tmp_path):
 
 
 def test_bad_input_to_the_tools(trained, tmp_path):
-    unknown = helpers.run_binary("nplm_tf.neighbors", f"--model_dir={trained['model']}", "--words=cat,zzz,dog")
+    unknown = helpers.run_binary(  # an empty entry (a doubled comma) is no word
+        "nplm_tf.neighbors", f"--model_dir={trained['model']}", "--words=cat,zzz,,dog"
+    )
     assert unknown.returncode != 0
     assert "cat:\t" in unknown.stdout and "dog:\t" in unknown.stdout
     assert helpers.error_lines(unknown.stderr) == [
