@@ -39,7 +39,7 @@ def main(argv, checked):
     too_large = [n for n in shortlists if n >= vocab.size]
     if too_large:
         raise UserError(f"shortlists {too_large} must be smaller than |V| = {vocab.size:,}.")
-    known = set(vocab.words)
+    known = set(vocab.words[2:])  # a literal </s> or <unk> in the text is unknown, as in training
     summary = {"corpus": corpus.name, "vocab_size": vocab.size, "tokens": {}, "lines": {}, "oov_rate": {}}
     if shortlists:
         summary["tail_share"] = {str(n): {} for n in shortlists}

@@ -76,17 +76,20 @@ def test_describe_binary_on_files(data):
 
 def test_describe_reports_the_tail_share_of_each_short_list(tmp_path):
     files = {}
-    for name, text in (("train", "a a a b b c\n"), ("valid", "c d a\n"), ("test", "b\n")):
+    for name, text in (("train", "a a a b b c\n"), ("valid", "c d </s> a\n"), ("test", "b\n")):
         files[name] = tmp_path / f"{name}.txt"
         files[name].write_text(text)
     corpus = ["--corpus=files", "--min_count=1", *(f"--{name}_files={path}" for name, path in files.items())]
     result = helpers.run_binary("pipelines.describe", *corpus, "--shortlists=3,4")
     assert result.returncode == 0, result.stderr[-3000:]
-    # ids: </s> 0, <unk> 1, a 2, b 3, c 4; the unknown d is <unk>, in every list; each line predicts </s>.
-    assert json.loads(result.stdout)["tail_share"] == {
-        "3": {"train": 3 / 7, "valid": 1 / 4, "test": 1 / 2},
-        "4": {"train": 1 / 7, "valid": 1 / 4, "test": 0.0},
+    # ids: </s> 0, <unk> 1, a 2, b 3, c 4; the unknown d and the literal </s> are <unk>, in every list, and
+    # unknown as evaluation counts them; each line predicts </s>.
+    out = json.loads(result.stdout)
+    assert out["tail_share"] == {
+        "3": {"train": 3 / 7, "valid": 1 / 5, "test": 1 / 2},
+        "4": {"train": 1 / 7, "valid": 1 / 5, "test": 0.0},
     }
+    assert out["oov_rate"]["valid"] == 2 / 5
     helpers.assert_one_sentence(
         helpers.run_binary("pipelines.describe", *corpus, "--shortlists=5"),
         "shortlists [5] must be smaller than |V| = 5.",
