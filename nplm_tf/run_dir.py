@@ -15,6 +15,7 @@ A training run (`nplm_tf.train`) writes
     mixture.json      after `evaluate --ngram_dir`: the fitted mixture weights
     tail_ngram/       with --shortlist and an n-gram tail: its Kneser-Ney model (an n-gram directory)
     metrics.json      written last: the run's results
+    .train.lock       locked by the process training in the directory (`TrainingLock`)
 
 and an n-gram directory (`nplm_tf.ngram`) holds vocab.tsv, ngram.npz,
 model.arpa and metrics.json. Every write is atomic (`pipelines.files`).
@@ -23,6 +24,7 @@ model.arpa and metrics.json. Every write is atomic (`pipelines.files`).
 from __future__ import annotations
 
 import dataclasses
+import fcntl
 import os
 
 from nplm_tf.config import PRECISIONS, Config, ConfigError
@@ -45,6 +47,52 @@ NGRAM_MODEL = "ngram.npz"
 ARPA = "model.arpa"
 TAIL_NGRAM = "tail_ngram"
 CORPUS = "corpus.json"
+LOCK = ".train.lock"  # held by the process training in the directory (`TrainingLock`)
+
+
+class TrainingLock:
+    """Keeps a second training process out of a model directory while one trains in it.
+
+    An advisory `flock` on MODEL_DIR/.train.lock, taken by `acquire` once the directory exists and released
+    on `release`, on leaving a `with` block, or when the process ends however it ends (a kill -9 leaves no
+    stale lock). A second `nplm_tf.train` (or search trial) with the same --model_dir is refused in one
+    sentence before it removes a temporary file the first one is writing or trains over its backups.
+    """
+
+    def __init__(self, model_dir: str):
+        self.model_dir, self._file = model_dir, None
+
+    def acquire(self) -> None:
+        """Takes the lock (again: nothing); refuses the run if another process holds it."""
+        if self._file is not None:
+            return
+        f = open(os.path.join(self.model_dir, LOCK), "a+", encoding="utf-8")
+        try:
+            fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            f.seek(0)
+            holder = f.read().strip()
+            f.close()
+            raise ConfigError(
+                f"{self.model_dir} is being trained by another process{f' (pid {holder})' if holder else ''}; "
+                f"wait for it to end, or use another --model_dir."
+            ) from None
+        f.truncate(0)
+        f.write(f"{os.getpid()}\n")
+        f.flush()
+        self._file = f
+
+    def release(self) -> None:
+        if self._file is not None:
+            fcntl.flock(self._file, fcntl.LOCK_UN)
+            self._file.close()
+            self._file = None
+
+    def __enter__(self) -> "TrainingLock":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.release()
 
 
 class RunDir:

@@ -96,6 +96,31 @@ def test_describe_reports_the_tail_share_of_each_short_list(tmp_path):
     )
 
 
+def test_a_second_training_process_in_the_same_directory_is_refused_until_the_first_ends(data, tmp_path):
+    model_dir = tmp_path / "m"
+    args = [sys.executable, "-m", "nplm_tf.train", f"--model_dir={model_dir}", *TINY, *data[1]]
+    first = subprocess.Popen(
+        [*args, "--epochs=500", "--patience=500"],
+        cwd=helpers.ROOT,
+        env=dict(os.environ, NLTK_DATA=helpers.SHARED_NLTK),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    )
+    try:
+        for line in first.stdout:  # the lock is held from before this line until the process ends
+            if line.startswith("training "):
+                break
+        second = helpers.run_binary("nplm_tf.train", *args[3:], "--epochs=500", "--patience=500")
+        assert first.poll() is None  # still training: the refusal was the lock's
+        helpers.assert_one_sentence(second, f"{model_dir} is being trained by another process (pid {first.pid})")
+    finally:
+        first.kill()  # as kill -9 would: the lock goes with the process
+        first.wait()
+    resumed = helpers.run_binary("nplm_tf.train", *args[3:], "--epochs=1")
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+
+
 def test_mirrored_strategy_with_two_cpu_devices_matches_one_device(data, tmp_path):
     results = {}
     for strategy, devices in (("default", 1), ("mirrored", 2)):

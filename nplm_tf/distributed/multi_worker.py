@@ -33,7 +33,7 @@ from nplm_tf.distributed import collectives, local_sgd
 from nplm_tf.distributed.strategies import is_chief
 from nplm_tf.network import model as model_lib
 from nplm_tf.network import objectives, optimizers, scoring
-from nplm_tf.run_dir import RunDir
+from nplm_tf.run_dir import RunDir, TrainingLock
 from nplm_tf.training import callbacks as callbacks_lib
 from nplm_tf.training import tail as tail_lib
 from nplm_tf.training import trainer
@@ -60,11 +60,26 @@ def train_multi_worker(
     strategy: tf.distribute.Strategy,
     tail_ngram_dir: str | None = None,
 ) -> dict:
-    """Trains (or resumes) with `strategy` (usually MultiWorkerMirroredStrategy); returns the metrics."""
+    """Trains (or resumes) with `strategy` (usually MultiWorkerMirroredStrategy); returns the metrics. The
+    chief, which writes `model_dir`, holds its `run_dir.TrainingLock`."""
+    with TrainingLock(model_dir) as lock:
+        return _train_multi_worker(config, model_dir, corpus, strategy, tail_ngram_dir, lock)
+
+
+def _train_multi_worker(
+    config: Config,
+    model_dir: str,
+    corpus: corpus_lib.Corpus,
+    strategy: tf.distribute.Strategy,
+    tail_ngram_dir: str | None,
+    lock: TrainingLock,
+) -> dict:
     chief = is_chief(strategy)
     # Every worker makes the checks that can refuse the run, before the first collective: a worker left
     # waiting there for a chief that refused would fail with a traceback instead of the chief's sentence.
-    trainer.check_model_dir(config, model_dir, clean=chief)
+    trainer.check_model_dir(config, model_dir)
+    if chief:
+        trainer.lock_and_clean(model_dir, lock)
     finished = trainer.finished_metrics(config, model_dir)
     if finished is not None:
         return finished
@@ -72,6 +87,7 @@ def train_multi_worker(
     given = tail_lib.GivenTail(config, tail_ngram_dir)  # checked before the chief writes anything
     data = prepare_data(config, corpus, model_dir if chief else None, check=given if chief or new_run else None)
     if chief:
+        lock.acquire()  # a new run's directory exists now
         RunDir(model_dir).write_config(config)
         if corpus.spec:
             RunDir(model_dir).write_corpus(corpus.spec)

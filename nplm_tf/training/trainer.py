@@ -16,7 +16,7 @@ import tensorflow as tf
 from nplm_tf.config import STEPS_PER_EXECUTION, Config, ConfigError
 from nplm_tf.network import model as model_lib
 from nplm_tf.network import objectives, scoring
-from nplm_tf.run_dir import RunDir
+from nplm_tf.run_dir import RunDir, TrainingLock
 from nplm_tf.serving import saved_model
 from nplm_tf.tools import embeddings
 from nplm_tf.training import backup
@@ -28,10 +28,9 @@ from pipelines import files
 from pipelines import vocabulary as vocab_lib
 
 
-def check_model_dir(config: Config, model_dir: str, clean: bool = True) -> None:
+def check_model_dir(config: Config, model_dir: str) -> None:
     """Refuses a directory that holds a model of another configuration (config.json is written once the data
-    is checked, by `prepare_data`'s caller). `clean`: also remove what a kill -9 left mid-write (the one
-    process that writes the directory; the other workers of a multi-worker run only check)."""
+    is checked, by `prepare_data`'s caller). Writes nothing."""
     files.check_output_dir("model_dir", model_dir)
     run = RunDir(model_dir)
     if run.has_config():
@@ -45,9 +44,15 @@ def check_model_dir(config: Config, model_dir: str, clean: bool = True) -> None:
             )
     # The directory itself is made when the vocabulary is saved, once the data is checked: a refused run
     # leaves no empty directory behind.
-    if not clean:
-        return
-    for stale in files.remove_stale_temporaries(model_dir):  # left by a kill -9 mid-write
+
+
+def lock_and_clean(model_dir: str, lock: TrainingLock) -> None:
+    """For the process that will write `model_dir`: takes its lock if the directory holds a run set up before
+    (a new run takes it once its directory exists), then removes what a kill -9 left mid-write, which no
+    other process can be writing now."""
+    if RunDir(model_dir).has_config():
+        lock.acquire()
+    for stale in files.remove_stale_temporaries(model_dir):
         print(f"removed {stale}, a file an interrupted write left behind", flush=True)
 
 
@@ -96,7 +101,8 @@ def train_and_evaluate(
 
     A directory whose run already finished with this config (and at least
     these epochs) is left as it is and its metrics are returned; a larger
-    --epochs continues it.
+    --epochs continues it. Another process training in `model_dir` at the
+    same time is refused (`run_dir.TrainingLock`).
 
     Args:
       model: a compiled model for this config, built in `strategy`'s scope
@@ -104,12 +110,32 @@ def train_and_evaluate(
       export: also write the SavedModel (model_dir/export/<version>).
       tail_ngram_dir: with a short list, the Kneser-Ney model of its tail (default: built on train).
     """
+    with TrainingLock(model_dir) as lock:
+        return _train_and_evaluate(
+            config, model_dir, corpus, strategy, verbose, extra_callbacks, model, export, tail_ngram_dir, lock
+        )
+
+
+def _train_and_evaluate(
+    config: Config,
+    model_dir: str,
+    corpus: corpus_lib.Corpus,
+    strategy: tf.distribute.Strategy | None,
+    verbose: int | None,
+    extra_callbacks: list[keras.callbacks.Callback],
+    model: keras.Model | None,
+    export: bool,
+    tail_ngram_dir: str | None,
+    lock: TrainingLock,
+) -> dict:
     check_model_dir(config, model_dir)
+    lock_and_clean(model_dir, lock)
     finished = finished_metrics(config, model_dir)
     if finished is not None:
         return finished
     given = tail_lib.GivenTail(config, tail_ngram_dir)  # a bad --ngram_dir is refused before anything is written
     data = prepare_data(config, corpus, model_dir, check=given)
+    lock.acquire()  # a new run's directory exists now
     RunDir(model_dir).write_config(config)
     if corpus.spec:
         RunDir(model_dir).write_corpus(corpus.spec)
