@@ -1,5 +1,6 @@
 """MultiWorkerMirroredStrategy training: two worker processes on 127.0.0.1 against one process."""
 
+import fcntl
 import glob
 import json
 import os
@@ -409,16 +410,40 @@ def test_every_worker_refuses_what_the_chief_refuses_with_the_same_sentence(corp
     ]
     for model_dir, extra, message in cases:
         before = sorted(os.listdir(model_dir)) if model_dir.exists() else None
-        procs, _ = start_workers(model_dir, 1, corpus, extra=extra)
-        outputs = []
-        try:
-            for p in procs:
-                outputs.append(p.communicate(timeout=120))
-        finally:
-            for p in procs:
-                if p.poll() is None:
-                    p.kill()
-        for p, (_, err) in zip(procs, outputs):
-            errors = helpers.error_lines(err)
-            assert p.returncode != 0 and len(errors) == 1 and message in errors[0], err[-2000:]
+        for returncode, errors, err in refusals(start_workers(model_dir, 1, corpus, extra=extra)[0]):
+            assert returncode != 0 and len(errors) == 1 and message in errors[0], err[-2000:]
         assert (sorted(os.listdir(model_dir)) if model_dir.exists() else None) == before
+
+
+def refusals(procs, timeout=120):
+    """Each worker's exit code, error lines and standard error, once all have exited (killed after `timeout`)."""
+    outputs = []
+    try:
+        for p in procs:
+            outputs.append(p.communicate(timeout=timeout))
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+    return [(p.returncode, helpers.error_lines(err), err) for p, (_, err) in zip(procs, outputs)]
+
+
+def test_a_job_refused_by_another_processs_lock_says_so_on_every_worker(corpus, tmp_path):
+    """Only the chief takes the directory's lock; the other workers learn of its refusal at the first barrier
+    (once an UnavailableError traceback)."""
+    model_dir = tmp_path / "m"
+    finish(start_workers(model_dir, 1, corpus)[0])
+    with open(model_dir / ".train.lock", "a+") as held:  # as another training process holds it
+        fcntl.flock(held, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        held.truncate(0)
+        held.write(f"{os.getpid()}\n")
+        held.flush()
+        (chief, chief_errors, chief_err), (worker, worker_errors, worker_err) = refusals(
+            start_workers(model_dir, 2, corpus)[0]
+        )
+    assert chief != 0 and chief_errors == [
+        f"error: {model_dir} is being trained by another process (pid {os.getpid()}); wait for it to end, or use "
+        "another --model_dir."
+    ], chief_err[-2000:]
+    assert worker != 0 and len(worker_errors) == 1, worker_err[-2000:]
+    assert "another worker of this job stopped before training began" in worker_errors[0]

@@ -40,6 +40,7 @@ from nplm_tf.training import trainer
 from nplm_tf.training.data import Data, prepare_data
 from pipelines import corpus as corpus_lib
 from pipelines import interrupts
+from pipelines.errors import UserError
 
 STEPS_PER_CALL = 16  # training steps per tf.function call (amortizes Python per step)
 
@@ -92,7 +93,17 @@ def _train_multi_worker(
         if corpus.spec:
             RunDir(model_dir).write_corpus(corpus.spec)
         tail_lib.prepare_tail(config, data.vocab, corpus, model_dir, given)
-    collectives.barrier(strategy)  # the chief has kept the tail's n-gram
+    try:
+        collectives.barrier(strategy)  # the chief has kept the tail's n-gram
+    except tf.errors.OpError as e:
+        if chief:
+            raise
+        # The chief refused the run after checks only it can make (another process trains in the directory)
+        # and left: its sentence says why; this worker's own would otherwise be a gRPC traceback.
+        raise UserError(
+            f"another worker of this job stopped before training began ({type(e).__name__}); the chief's "
+            f"output says why."
+        ) from None
     tail = tail_lib.load_tail(RunDir(model_dir), config)
     replicas = strategy.num_replicas_in_sync
     local = config.sync_every > 1
