@@ -53,7 +53,8 @@ def start_workers(model_dir, epochs, corpus, cluster=None, extra=()):
     return procs, cluster
 
 
-def finish(procs, timeout=300):
+def wait_all(procs, timeout):
+    """Each worker's (stdout, stderr) once all have exited; any still running after `timeout` is killed."""
     outputs = []
     try:
         for p in procs:
@@ -62,6 +63,11 @@ def finish(procs, timeout=300):
         for p in procs:
             if p.poll() is None:
                 p.kill()
+    return outputs
+
+
+def finish(procs, timeout=300):
+    outputs = wait_all(procs, timeout)
     for p, (_, err) in zip(procs, outputs):
         assert p.returncode == 0, err[-3000:]
     return outputs
@@ -416,16 +422,8 @@ def test_every_worker_refuses_what_the_chief_refuses_with_the_same_sentence(corp
 
 
 def refusals(procs, timeout=120):
-    """Each worker's exit code, error lines and standard error, once all have exited (killed after `timeout`)."""
-    outputs = []
-    try:
-        for p in procs:
-            outputs.append(p.communicate(timeout=timeout))
-    finally:
-        for p in procs:
-            if p.poll() is None:
-                p.kill()
-    return [(p.returncode, helpers.error_lines(err), err) for p, (_, err) in zip(procs, outputs)]
+    """Each worker's exit code, error lines and standard error, once all have exited."""
+    return [(p.returncode, helpers.error_lines(err), err) for p, (_, err) in zip(procs, wait_all(procs, timeout))]
 
 
 def test_a_job_refused_by_another_processs_lock_says_so_on_every_worker(corpus, tmp_path):
