@@ -79,30 +79,34 @@ class LineScorer:
 
     def probabilities(self, split: corpus_lib.Split) -> np.ndarray:
         """P of every predicted token of `split`, in order, by this scorer's mode."""
-        if self.mode == "network":
-            return self.network_probabilities(split)
-        arrays = ngram_lib.token_arrays(split, self.vocab)
-        p_ng = self.ngram.token_probabilities(arrays)
-        if self.mode == "ngram":
-            return p_ng
-        buckets = mixture_lib.frequency_buckets(self.ngram.context_counts(arrays), len(self.weights))
-        return mixture_lib.mix(self.network_probabilities(split), p_ng, self.weights[buckets])
+        return self._by_mode(
+            lambda: self.network_probabilities(split), lambda: ngram_lib.token_arrays(split, self.vocab)
+        )
 
     def empty_line_probability(self) -> float:
         """P(`</s>` | the start of a line) by this scorer's mode: what a blank line predicts (the windows and
         n-gram arrays of a split skip blank lines, so it is scored here on its own)."""
-        p_nn = p_ng = None
-        if self.mode != "ngram":
+
+        def network():
             window = [[self.vocab.bos_id] * (self.config.order - 1) + [self.vocab.eos_id]]
             dataset = tf.data.Dataset.from_tensors(windows.split_window(tf.constant(window, tf.int64)))
-            p_nn = scoring.token_probabilities(self.model, dataset)
-        if self.mode != "network":
-            arrays = TokenArrays.from_lines([[]], self.vocab.bos_id, self.vocab.eos_id)
-            p_ng = self.ngram.token_probabilities(arrays)
-        if self.mode == "mixture":
-            buckets = mixture_lib.frequency_buckets(self.ngram.context_counts(arrays), len(self.weights))
-            return float(mixture_lib.mix(p_nn, p_ng, self.weights[buckets])[0])
-        return float((p_nn if p_ng is None else p_ng)[0])
+            return scoring.token_probabilities(self.model, dataset)
+
+        return float(
+            self._by_mode(network, lambda: TokenArrays.from_lines([[]], self.vocab.bos_id, self.vocab.eos_id))[0]
+        )
+
+    def _by_mode(self, network, ngram_arrays) -> np.ndarray:
+        """The network's probabilities (`network()`), the n-gram's of the same tokens (`ngram_arrays()`), or
+        their mixture, by this scorer's mode; each is computed only when the mode needs it."""
+        if self.mode == "network":
+            return network()
+        arrays = ngram_arrays()
+        p_ng = self.ngram.token_probabilities(arrays)
+        if self.mode == "ngram":
+            return p_ng
+        buckets = mixture_lib.frequency_buckets(self.ngram.context_counts(arrays), len(self.weights))
+        return mixture_lib.mix(network(), p_ng, self.weights[buckets])
 
     def score(self, lines: list[str]) -> list[LineScore]:
         """One `LineScore` per line (a blank line: `</s>` alone)."""
