@@ -37,7 +37,7 @@ from nplm_tf.run_dir import RunDir, TrainingLock
 from nplm_tf.training import callbacks as callbacks_lib
 from nplm_tf.training import tail as tail_lib
 from nplm_tf.training import trainer
-from nplm_tf.training.data import Data, prepare_data
+from nplm_tf.training.data import Data
 from pipelines import corpus as corpus_lib
 from pipelines import interrupts
 from pipelines.errors import UserError
@@ -78,21 +78,9 @@ def _train_multi_worker(
     chief = is_chief(strategy)
     # Every worker makes the checks that can refuse the run, before the first collective: a worker left
     # waiting there for a chief that refused would fail with a traceback instead of the chief's sentence.
-    trainer.check_model_dir(config, model_dir)
-    if chief:
-        trainer.lock_and_clean(model_dir, lock)
-    finished = trainer.finished_metrics(config, model_dir)
+    finished, data, _ = trainer.set_up_run(config, model_dir, corpus, tail_ngram_dir, lock, writer=chief)
     if finished is not None:
         return finished
-    new_run = not RunDir(model_dir).has_config()  # a run set up before kept its tail; --ngram_dir is not read
-    given = tail_lib.GivenTail(config, tail_ngram_dir)  # checked before the chief writes anything
-    data = prepare_data(config, corpus, model_dir if chief else None, check=given if chief or new_run else None)
-    if chief:
-        lock.acquire()  # a new run's directory exists now
-        RunDir(model_dir).write_config(config)
-        if corpus.spec:
-            RunDir(model_dir).write_corpus(corpus.spec)
-        tail_lib.prepare_tail(config, data.vocab, corpus, model_dir, given)
     try:
         collectives.barrier(strategy)  # the chief has kept the tail's n-gram
     except tf.errors.OpError as e:

@@ -46,14 +46,42 @@ def check_model_dir(config: Config, model_dir: str) -> None:
     # leaves no empty directory behind.
 
 
-def lock_and_clean(model_dir: str, lock: TrainingLock) -> None:
-    """For the process that will write `model_dir`: takes its lock if the directory holds a run set up before
-    (a new run takes it once its directory exists), then removes what a kill -9 left mid-write, which no
-    other process can be writing now."""
-    if RunDir(model_dir).has_config():
-        lock.acquire()
-    for stale in files.remove_stale_temporaries(model_dir):
-        print(f"removed {stale}, a file an interrupted write left behind", flush=True)
+def set_up_run(
+    config: Config,
+    model_dir: str,
+    corpus: corpus_lib.Corpus,
+    tail_ngram_dir: str | None,
+    lock: TrainingLock,
+    writer: bool = True,
+) -> tuple[dict | None, Data | None, tail_lib.ShortListTail | tail_lib.NetworkTail | None]:
+    """The start of every run, in the order that lets a refused run write nothing: (metrics, None, None) for a
+    run that already finished, else (None, data, tail).
+
+    Every process checks the directory's configuration, the data and a new run's --ngram_dir. The `writer`
+    (the one process, or a multi-worker run's chief) takes the directory's lock before it removes what a
+    kill -9 left mid-write (a resumed run) or once its vocabulary has made the directory (a new run), then
+    writes config.json, corpus.json and the tail; the others return tail None and load the kept one later.
+    """
+    check_model_dir(config, model_dir)
+    run = RunDir(model_dir)
+    new_run = not run.has_config()  # a run set up before kept its tail; --ngram_dir is not read again
+    if writer:
+        if not new_run:
+            lock.acquire()
+        for stale in files.remove_stale_temporaries(model_dir):
+            print(f"removed {stale}, a file an interrupted write left behind", flush=True)
+    finished = finished_metrics(config, model_dir)
+    if finished is not None:
+        return finished, None, None
+    given = tail_lib.GivenTail(config, tail_ngram_dir)  # a bad --ngram_dir is refused before anything is written
+    data = prepare_data(config, corpus, model_dir if writer else None, check=given if writer or new_run else None)
+    if not writer:
+        return None, data, None
+    lock.acquire()  # a new run's directory exists now
+    run.write_config(config)
+    if corpus.spec:
+        run.write_corpus(corpus.spec)
+    return None, data, tail_lib.prepare_tail(config, data.vocab, corpus, model_dir, given)
 
 
 def build_compiled_model(config: Config, vocab: vocab_lib.Vocabulary, strategy: tf.distribute.Strategy) -> keras.Model:
@@ -128,18 +156,9 @@ def _train_and_evaluate(
     tail_ngram_dir: str | None,
     lock: TrainingLock,
 ) -> dict:
-    check_model_dir(config, model_dir)
-    lock_and_clean(model_dir, lock)
-    finished = finished_metrics(config, model_dir)
+    finished, data, tail = set_up_run(config, model_dir, corpus, tail_ngram_dir, lock)
     if finished is not None:
         return finished
-    given = tail_lib.GivenTail(config, tail_ngram_dir)  # a bad --ngram_dir is refused before anything is written
-    data = prepare_data(config, corpus, model_dir, check=given)
-    lock.acquire()  # a new run's directory exists now
-    RunDir(model_dir).write_config(config)
-    if corpus.spec:
-        RunDir(model_dir).write_corpus(corpus.spec)
-    tail = tail_lib.prepare_tail(config, data.vocab, corpus, model_dir, given)
     strategy = strategy or tf.distribute.get_strategy()
     keras.utils.set_random_seed(config.seed)
 
