@@ -30,7 +30,8 @@ from pipelines import vocabulary as vocab_lib
 
 def check_model_dir(config: Config, model_dir: str) -> None:
     """Refuses a directory that holds a model of another configuration (config.json is written once the data
-    is checked, by `prepare_data`'s caller). Writes nothing."""
+    is checked, by `prepare_data`'s caller). Writes nothing: the directory itself is made when the vocabulary
+    is saved, once the data is checked, so a refused run leaves no empty directory behind."""
     files.check_output_dir("model_dir", model_dir)
     run = RunDir(model_dir)
     if run.has_config():
@@ -42,8 +43,6 @@ def check_model_dir(config: Config, model_dir: str) -> None:
                 f"{model_dir} holds a model trained with another configuration ({changes}); "
                 f"use a new --model_dir or the same flags."
             )
-    # The directory itself is made when the vocabulary is saved, once the data is checked: a refused run
-    # leaves no empty directory behind.
 
 
 def set_up_run(
