@@ -32,7 +32,13 @@ GCIDE_CACHE = flags.DEFINE_string(
 
 
 FLAGS = (CORPUS, TRAIN_FILES, VALID_FILES, TEST_FILES, GCIDE_PATH, GCIDE_CACHE)
-_PATHS = {"train_files", "valid_files", "test_files", "gcide_path", "gcide_cache"}
+_CORPUS_OF = {  # the corpus each path flag is for
+    "train_files": "files",
+    "valid_files": "files",
+    "test_files": "files",
+    "gcide_path": "gcide",
+    "gcide_cache": "gcide",
+}
 
 
 def corpus_from_flags(remembered: dict | None = None) -> corpus_lib.Corpus:
@@ -41,6 +47,16 @@ def corpus_from_flags(remembered: dict | None = None) -> corpus_lib.Corpus:
     for flag in FLAGS:
         if flag.present or flag.name not in spec:
             spec[flag.name] = flag.value
+    # A path flag of another corpus would be ignored without a word (`--train_files=x` alone trains on Brown).
+    ignored = [f.name for f in FLAGS if f.present and _CORPUS_OF.get(f.name, spec["corpus"]) != spec["corpus"]]
+    if ignored:
+        wanted = _CORPUS_OF[ignored[0]]
+        names = [f"--{name}" for name in ignored if _CORPUS_OF[name] == wanted]
+        one = len(names) == 1
+        raise corpus_lib.CorpusError(
+            f"{', '.join(names)} {'is' if one else 'are'} for --corpus={wanted}, but the corpus is {spec['corpus']}; "
+            f"add --corpus={wanted} or leave {'it' if one else 'them'} out."
+        )
     return corpus_from_spec(spec)
 
 

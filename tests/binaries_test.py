@@ -156,10 +156,16 @@ def _bad_inputs(root):
         "features": (["--feature_dim=0"], "feature_dim=0 must be positive"),
         "hidden": (["--hidden_dim=-2"], "hidden_dim=-2 must be positive"),
         "min_count": (["--min_count=100000"], "min_count=100000 keeps no word of the train split"),
+        # Before, the files were ignored and Brown was trained on.
+        "other_corpus": (["--corpus=brown"], "--train_files, --valid_files, --test_files are for --corpus=files, but"),
+        "gcide_flag": ([f"--gcide_path={empty}"], "--gcide_path is for --corpus=gcide, but the corpus is files; add"),
     }
 
 
-@pytest.mark.parametrize("case", ["empty", "short", "utf8", "missing", "order", "features", "hidden", "min_count"])
+@pytest.mark.parametrize(
+    "case",
+    ["empty", "short", "utf8", "missing", "order", "features", "hidden", "min_count", "other_corpus", "gcide_flag"],
+)
 def test_bad_input_gives_one_sentence_and_nonzero_exit(case, data, tmp_path):
     flags, message = _bad_inputs(tmp_path)[case]
     result = helpers.run_binary("nplm_tf.train", f"--model_dir={tmp_path / 'm'}", "--epochs=1", *TINY, *data[1], *flags)
