@@ -21,6 +21,7 @@ SPLITS = ("train", "valid", "test")
 BROWN_TRAIN_TOKENS = 800_000  # the Brown protocol (benchmarks/README.md): train while the running count is below this
 BROWN_VALID_TOKENS = 1_000_000  # ... then valid while below this, else test
 
+BYTE_ORDER_MARK = "\ufeff"
 _WHITESPACE = re.compile(r"[ \t\n\v\f\r]+")
 _BROWN_TEXT = re.compile(r"^brown/c[a-r]\d\d$")
 
@@ -128,11 +129,16 @@ def brown_corpus(path: str | None = None) -> Corpus:
 # ---------------------------------------------------------------- files --
 
 
+def drop_byte_order_mark(line: str, number: int) -> str:
+    """A file's first line without the U+FEFF byte-order mark some editors write; it is not text."""
+    return line[1:] if number == 1 and line.startswith(BYTE_ORDER_MARK) else line
+
+
 def _read_utf8_lines(path: str) -> Iterator[str]:
     with open(path, "rb") as f:
         for number, raw in enumerate(f, start=1):
             try:
-                yield raw.decode("utf-8")
+                yield drop_byte_order_mark(raw.decode("utf-8"), number)
             except UnicodeDecodeError as e:
                 raise CorpusError(
                     f"{path} line {number} is not valid UTF-8 (byte {e.start}); re-encode the file as UTF-8."

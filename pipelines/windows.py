@@ -25,7 +25,14 @@ def lines_dataset(split: corpus_lib.Split) -> tf.data.Dataset:
     """The split's lines as a dataset of scalar strings, streamed from disk for files."""
     if split.lines is not None:
         return tf.data.Dataset.from_tensor_slices(tf.constant(list(split.lines), tf.string))
-    return tf.data.TextLineDataset(list(split.files))
+    return tf.data.Dataset.from_tensor_slices(list(split.files)).flat_map(_file_lines)
+
+
+def _file_lines(path: tf.Tensor) -> tf.data.Dataset:
+    """One file's lines, the first without its byte-order mark, as `corpus_lib.drop_byte_order_mark` reads it."""
+    lines = tf.data.TextLineDataset(path)
+    first = lines.take(1).map(lambda line: tf.strings.regex_replace(line, "^" + corpus_lib.BYTE_ORDER_MARK, ""))
+    return first.concatenate(lines.skip(1))
 
 
 def line_windows(line: tf.Tensor, table: tf.lookup.StaticHashTable, order: int, bos_id: int, eos_id: int) -> tf.Tensor:

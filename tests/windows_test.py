@@ -90,3 +90,19 @@ def test_autotuning_is_off_so_iterators_close_at_once():
     _, _, sds = all_windows(["a b c"], order=2, shuffle=True, epoch=tf.Variable(0, dtype=tf.int64))
     assert ds.options().autotune.enabled is False
     assert sds.options().autotune.enabled is False
+
+
+def test_a_files_byte_order_mark_is_not_part_of_its_first_word(tmp_path):
+    """Python's reading (vocabulary, counts, n-grams) and tf.data's agree: both drop a leading U+FEFF per file."""
+    paths = []
+    for name in ("a.txt", "b.txt"):
+        path = tmp_path / name
+        path.write_bytes("\ufeffthe cat sat\nthe dog \ufeffsat\n".encode())
+        paths.append(str(path))
+    split = corpus.Split("s", files=tuple(paths))
+    assert list(split.iter_lines()) == ["the cat sat\n", "the dog \ufeffsat\n"] * 2  # only a file's first character
+    vocab = vocabulary.build(split, 1)
+    assert "the" in vocab.words and "\ufeffthe" not in vocab.words
+    ds = windows.window_dataset(split, vocab, 2, 100, 16)
+    targets = [vocab.words[i] for _, t in ds.as_numpy_iterator() for i in t]
+    assert targets == ["the", "cat", "sat", "</s>", "the", "dog", "\ufeffsat", "</s>"] * 2
