@@ -105,12 +105,3 @@ def test_a_damaged_vocabulary_file_is_one_sentence(tmp_path, text, message):
     path.write_bytes(text)
     with pytest.raises(corpus.CorpusError, match=message):
         vocabulary.Vocabulary.load(str(path))
-
-
-def test_standard_input_drops_a_byte_order_mark_at_its_start():
-    import io
-
-    from nplm_tf.tools import text_input
-
-    stream = io.BytesIO("\ufeffthe cat\r\n\ufeffsat\n".encode())
-    assert list(text_input.read_lines(stream)) == ["the cat", "\ufeffsat"]

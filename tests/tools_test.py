@@ -332,3 +332,12 @@ def test_the_tools_say_a_model_directory_holds_no_model_before_tensorflow_loads(
             module,
             result.stderr[-2000:],
         )
+
+
+def test_standard_input_drops_a_byte_order_mark_at_its_start():
+    import io
+
+    from nplm_tf.tools import text_input
+
+    stream = io.BytesIO("\ufeffthe cat\r\n\ufeffsat\n".encode())
+    assert list(text_input.read_lines(stream)) == ["the cat", "\ufeffsat"]
