@@ -183,7 +183,7 @@ class Config:
     @classmethod
     def from_json(cls, path: str) -> "Config":
         try:
-            with open(path, encoding="utf-8") as f:
+            with open(path, encoding="utf-8-sig") as f:  # a byte-order mark (some editors write one) is not JSON
                 values = json.load(f)
         except FileNotFoundError:
             raise ConfigError(f"config file {path} does not exist.") from None

@@ -56,6 +56,8 @@ def test_json_round_trip_and_unknown_fields(tmp_path):
     path = tmp_path / "c.json"
     path.write_text(json.dumps(Config(hidden_dim=7).to_dict()))
     assert Config.from_json(str(path)) == Config(hidden_dim=7)
+    path.write_bytes(b"\xef\xbb\xbf" + path.read_bytes())  # as Notepad saves it: once "not valid JSON"
+    assert Config.from_json(str(path)) == Config(hidden_dim=7)
     with pytest.raises(ConfigError, match="unknown config field"):
         Config.from_dict({"hiden_dim": 3})
 
