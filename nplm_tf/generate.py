@@ -8,6 +8,8 @@ prompt(s), seed and settings the text equals the signature's (of an export in th
 fitted mixture (mixture.json) is used as the export uses it, unless --nomixture.
 """
 
+import math
+
 from absl import flags
 
 from nplm_tf import run_dir
@@ -31,6 +33,8 @@ def check() -> None:
 
     if NUM_SAMPLES.value < 1 or MAX_TOKENS.value < 0:
         raise ConfigError(f"num_samples={NUM_SAMPLES.value} must be >= 1 and max_tokens={MAX_TOKENS.value} >= 0.")
+    if math.isnan(TEMPERATURE.value):
+        raise ConfigError("temperature=nan must be a number (<= 0: greedy).")
     if not -(2**63) <= SEED.value < 2**63:
         raise ConfigError(f"seed={SEED.value} must fit in 64 bits (the signature's int64 seed).")
     run_dir.check_trained(MODEL_DIR.value)

@@ -330,3 +330,16 @@ def test_an_export_in_another_precision_serves_evaluates_probabilities_in_it(run
 
 def test_top_k_generation_draws_among_next_words_best_in_proportion(served):
     helpers.check_top_k_generation(served, "the cat", k=3)
+
+
+def test_generate_at_an_infinite_temperature_is_uniform_without_unk_and_a_nan_one_is_refused(run, served):
+    """An infinite temperature made `<unk>`'s logit -inf/inf = NaN when `<unk>` was not allowed; a NaN one made
+    every logit NaN."""
+    words = run_dir.RunDir(run[0]).load_vocab().words
+    gen = served.signatures["generate"]
+    args = dict(prompt=tf.constant([""] * 40 * len(words)), max_tokens=tf.constant(1), top_k=tf.constant(0))
+    args.update(seed=tf.constant(2, tf.int64), allow_unk=tf.constant(False))
+    drawn = [t.decode() or "</s>" for t in gen(**args, temperature=tf.constant(float("inf")))["continuation"].numpy()]
+    assert set(drawn) == set(words) - {"<unk>"}  # every other word, about 40 times each
+    with pytest.raises(tf.errors.InvalidArgumentError, match="temperature is NaN"):
+        gen(**args, temperature=tf.constant(float("nan")))
