@@ -40,7 +40,11 @@ def test_bad_values_name_the_field(field, value):
         ("hidden_dim", "100", "an integer"),
         ("order", 5.0, "an integer"),
         ("epochs", True, "an integer"),
-        ("learning_rate", "0.1", "a number"),
+        ("learning_rate", "0.1", "a finite number"),
+        ("learning_rate", float("inf"), "a finite number"),  # inf and nan: once trained to NaN weights
+        ("lr_decay", float("inf"), "a finite number"),
+        ("weight_decay", float("inf"), "a finite number"),
+        ("dropout", float("nan"), "a finite number"),
         ("direct", 1, "true or false"),
         ("tail", None, "a string"),
     ],
