@@ -174,6 +174,16 @@ def test_bad_input_gives_one_sentence_and_nonzero_exit(case, data, tmp_path):
     assert not (tmp_path / "m").exists()  # not even an empty directory
 
 
+def test_a_diverging_run_stops_with_one_sentence_and_saves_no_nan_weights(data, tmp_path):
+    """Once it trained on to the end, exported NaN weights and printed a NaN perplexity with exit code 0."""
+    model_dir = tmp_path / "m"
+    flags = ["--learning_rate=1e30", "--optimizer=sgd"]
+    result = helpers.run_binary("nplm_tf.train", f"--model_dir={model_dir}", "--epochs=2", *TINY, *data[1], *flags)
+    helpers.assert_one_sentence(result, "training diverged in epoch 1 (")
+    assert "lower --learning_rate and train in a new --model_dir (no epoch was saved)." in result.stderr
+    assert not any((model_dir / name).exists() for name in ("history.json", "best.weights.h5", "metrics.json"))
+
+
 @pytest.mark.parametrize("module", ["nplm_tf.ngram", "pipelines.describe"])
 def test_a_min_count_that_keeps_no_word_is_one_sentence(module, data, tmp_path):
     out = tmp_path / "out"

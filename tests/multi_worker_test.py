@@ -445,3 +445,12 @@ def test_a_job_refused_by_another_processs_lock_says_so_on_every_worker(corpus, 
     ], chief_err[-2000:]
     assert worker != 0 and len(worker_errors) == 1, worker_err[-2000:]
     assert "another worker of this job stopped before training began" in worker_errors[0]
+
+
+def test_a_diverging_job_stops_on_every_worker_before_saving_the_epoch(corpus, tmp_path):
+    """Once it trained on to the end and exported NaN weights with exit code 0."""
+    model_dir = tmp_path / "m"
+    extra = ["--learning_rate=1e30", "--optimizer=sgd"]
+    for returncode, errors, err in refusals(start_workers(model_dir, 2, corpus, extra=extra)[0]):
+        assert returncode != 0 and len(errors) == 1 and "training diverged in epoch 1 (" in errors[0], err[-2000:]
+    assert not any((model_dir / name).exists() for name in ("history.json", "best.weights.h5", "metrics.json"))

@@ -285,3 +285,10 @@ def test_lazy_fused_adam_updates_only_the_rows_of_a_sparse_gradient():
     moments = optimizer._momentums[0].numpy()
     assert np.all(moments[[0, 2, 3, 5]] == 0) and np.all(moments[[1, 4]] != 0)
     assert optimizers.FusedAdam.from_config(optimizer.get_config()).lazy
+
+
+def test_a_perplexity_past_float64_is_inf_not_an_overflow_error():
+    from nplm_tf.network import scoring
+
+    assert scoring.Score(nll=800.0 * 3, tokens=3, unk=0).perplexity == float("inf")  # was OverflowError
+    assert scoring.Score(nll=2.0, tokens=1, unk=0).perplexity == pytest.approx(7.389056, rel=1e-6)

@@ -188,3 +188,13 @@ def test_bad_flags_are_one_sentence_and_leave_the_output_alone(flag, env, messag
     assert "Traceback" not in result.stderr
     helpers.assert_one_sentence(result, message)
     assert (out / "results.md").read_text() == "earlier results\n"
+
+
+def test_a_trial_that_diverges_fails_with_its_reason_instead_of_ranking_a_nan(corpus, tmp_path):
+    """Before, a diverged trial completed with a NaN validation perplexity, which sorting could rank first."""
+    base = tmp_path / "diverging.json"
+    base.write_text(json.dumps(helpers.tiny_config(epochs=1).replace(learning_rate=1e30, optimizer="sgd").to_dict()))
+    flags = [*corpus[:-1], f"--config_json={base}"]
+    result = helpers.run_binary("tuning.search", f"--output_dir={tmp_path / 'search'}", "--max_trials=2", *flags)
+    assert result.stdout.count("failed: training diverged in epoch 1 (") == 2, result.stdout[-3000:]
+    helpers.assert_one_sentence(result, "the search finished no trial; see the errors above")

@@ -12,6 +12,7 @@ import keras_tuner
 from nplm_tf.config import Config
 from nplm_tf.network import model as model_lib
 from nplm_tf.network import objectives
+from nplm_tf.training import callbacks as callbacks_lib
 from nplm_tf.training import trainer
 from pipelines import corpus as corpus_lib
 
@@ -96,16 +97,20 @@ class NPLMHyperModel(keras_tuner.HyperModel):
         if epochs is not None:  # Hyperband sets the epochs of each round
             config = dataclasses.replace(config, epochs=int(epochs))
         run = run_dir(self.output_dir, config)
-        metrics = trainer.train_and_evaluate(
-            config,
-            run,
-            self.corpus,
-            model.distribute_strategy,  # the tuner's distribution_strategy
-            verbose=kwargs.get("verbose", 0),
-            extra_callbacks=list(callbacks),
-            model=model,
-            export=False,
-        )
+        try:
+            metrics = trainer.train_and_evaluate(
+                config,
+                run,
+                self.corpus,
+                model.distribute_strategy,  # the tuner's distribution_strategy
+                verbose=kwargs.get("verbose", 0),
+                extra_callbacks=list(callbacks),
+                model=model,
+                export=False,
+            )
+        except callbacks_lib.TrainingDiverged as e:  # a failed trial (never retried), not a NaN to rank
+            print(f"trial {os.path.basename(run)} failed: {e}", flush=True)
+            raise keras_tuner.errors.FailedTrialError(str(e)) from None
         return {
             "val_perplexity": metrics["valid_perplexity"],
             "test_perplexity": metrics["test_perplexity"],

@@ -155,7 +155,9 @@ def _train_multi_worker(
                 done += count
                 interrupts.raise_if_interrupted()
         seconds = time.perf_counter() - start
+        callbacks_lib.check_finite(epoch, "train loss", nll)  # every worker stops, before anything is saved
         valid = scoring.score(model, valid_ds, data.vocab.unk_id, batch_nll=batch_nll)
+        callbacks_lib.check_finite(epoch, "valid perplexity", valid.perplexity)
         record = {
             "epoch": epoch + 1,
             "train_loss": nll / (steps * config.batch_size),

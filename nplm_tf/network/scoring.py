@@ -21,7 +21,12 @@ class Score:
 
     @property
     def perplexity(self) -> float:
-        return math.exp(self.nll / self.tokens) if self.tokens else float("nan")
+        if not self.tokens:
+            return float("nan")
+        try:
+            return math.exp(self.nll / self.tokens)
+        except OverflowError:  # a mean past 709.78 nats (a diverged model): more than float64 holds
+            return float("inf")
 
     @property
     def oov_rate(self) -> float:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import os
 import time
 
@@ -11,8 +12,23 @@ import tensorflow as tf
 from nplm_tf.network import scoring
 from nplm_tf.run_dir import RunDir
 from pipelines import interrupts
+from pipelines.errors import UserError
 
 LOSS_EVERY = 256  # training steps between two points of the loss curve
+
+
+class TrainingDiverged(UserError):
+    """The training loss or the validation perplexity is no longer a finite number."""
+
+
+def check_finite(epoch: int, what: str, value: float, where: str = "") -> None:
+    """Stops the run, before anything of epoch `epoch` (0-based) is saved, once `value` is not finite."""
+    if not math.isfinite(value):
+        kept = f"epochs 1-{epoch} stay saved" if epoch else "no epoch was saved"
+        raise TrainingDiverged(
+            f"training diverged in epoch {epoch + 1} ({what} {value}{where}); lower --learning_rate and train in a "
+            f"new --model_dir ({kept})."
+        )
 
 
 class EpochSeed(keras.callbacks.Callback):
@@ -52,7 +68,7 @@ class StepLoss(keras.callbacks.Callback):
         self.curve: list[list[float]] = []
 
     def on_epoch_begin(self, epoch, logs=None):
-        self._offset = epoch * (self.params.get("steps") or 0)
+        self._epoch, self._offset = epoch, epoch * (self.params.get("steps") or 0)
         self._done, self._sum, self.curve = 0, 0.0, []
 
     def on_train_batch_end(self, batch, logs=None):
@@ -65,6 +81,7 @@ class StepLoss(keras.callbacks.Callback):
             self._point(steps, float(logs["loss"]))
 
     def _point(self, done: int, running_mean: float) -> None:
+        check_finite(self._epoch, "train loss", running_mean, f" by step {done}")
         total = running_mean * done
         loss = (total - self._sum) / (done - self._done)
         self._done, self._sum = done, total
@@ -111,7 +128,9 @@ class ValidationRecorder(keras.callbacks.Callback):
         seconds = time.perf_counter() - self._start
         if self._batch_nll is None:
             self._batch_nll = scoring.nll_function(self.model)
+        check_finite(epoch, "train loss", float(logs.get("loss", 0.0)))
         valid = scoring.score(self.model, self.valid_dataset, self.unk_id, batch_nll=self._batch_nll)
+        check_finite(epoch, "valid perplexity", valid.perplexity)
         logs["val_perplexity"] = valid.perplexity
         curve = {"loss_curve": self.step_loss.curve} if self.step_loss is not None else {}
         record_epoch(
