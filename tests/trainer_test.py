@@ -292,3 +292,11 @@ def test_a_perplexity_past_float64_is_inf_not_an_overflow_error():
 
     assert scoring.Score(nll=800.0 * 3, tokens=3, unk=0).perplexity == float("inf")  # was OverflowError
     assert scoring.Score(nll=2.0, tokens=1, unk=0).perplexity == pytest.approx(7.389056, rel=1e-6)
+
+
+def test_the_divergence_sentence_says_how_to_end_the_run_with_the_epochs_saved_before_it():
+    from nplm_tf.training import callbacks
+
+    callbacks.check_finite(2, "train loss", 5.25)  # a finite value passes
+    with pytest.raises(callbacks.TrainingDiverged, match=r"in epoch 3 \(valid perplexity inf\); .*--epochs=2 ends"):
+        callbacks.check_finite(2, "valid perplexity", float("inf"))

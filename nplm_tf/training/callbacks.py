@@ -24,7 +24,9 @@ class TrainingDiverged(UserError):
 def check_finite(epoch: int, what: str, value: float, where: str = "") -> None:
     """Stops the run, before anything of epoch `epoch` (0-based) is saved, once `value` is not finite."""
     if not math.isfinite(value):
-        kept = f"epochs 1-{epoch} stay saved" if epoch else "no epoch was saved"
+        kept = (
+            f"epochs 1-{epoch} stay saved: --epochs={epoch} ends this run with them" if epoch else "no epoch was saved"
+        )
         raise TrainingDiverged(
             f"training diverged in epoch {epoch + 1} ({what} {value}{where}); lower --learning_rate and train in a "
             f"new --model_dir ({kept})."
