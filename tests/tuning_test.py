@@ -191,10 +191,17 @@ def test_bad_flags_are_one_sentence_and_leave_the_output_alone(flag, env, messag
 
 
 def test_a_trial_that_diverges_fails_with_its_reason_instead_of_ranking_a_nan(corpus, tmp_path):
-    """Before, a diverged trial completed with a NaN validation perplexity, which sorting could rank first."""
+    """Before, keras-tuner dropped a diverged trial without a word (a NaN objective makes a trial invalid), or it
+    failed on an OverflowError; three in a row ended the search with a RuntimeError traceback."""
     base = tmp_path / "diverging.json"
     base.write_text(json.dumps(helpers.tiny_config(epochs=1).replace(learning_rate=1e30, optimizer="sgd").to_dict()))
     flags = [*corpus[:-1], f"--config_json={base}"]
     result = helpers.run_binary("tuning.search", f"--output_dir={tmp_path / 'search'}", "--max_trials=2", *flags)
     assert result.stdout.count("failed: training diverged in epoch 1 (") == 2, result.stdout[-3000:]
     helpers.assert_one_sentence(result, "the search finished no trial; see the errors above")
+    # keras-tuner stops a search at its third failed trial in a row (it still prints each failed trial's traceback).
+    result = helpers.run_binary("tuning.search", f"--output_dir={tmp_path / 'three'}", "--max_trials=4", *flags)
+    assert "RuntimeError" not in result.stderr
+    helpers.assert_one_sentence(
+        result, "the search stopped after 3 failed trials in a row; the last: training diverged in epoch 1 ("
+    )

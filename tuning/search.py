@@ -79,6 +79,7 @@ def main(argv, checked):
     strategies.split_cpu(NUM_CPU_DEVICES.value)
     from keras_tuner.src.distribute import utils as dist_utils
 
+    from nplm_tf.config import ConfigError
     from nplm_tf.training.data import prepare_data
     from tuning import hypermodel as hypermodel_lib
     from tuning import search_lib
@@ -101,7 +102,20 @@ def main(argv, checked):
         TUNER.value, hypermodel, OUTPUT_DIR.value, MAX_TRIALS.value, EPOCHS.value, strategy, SEED.value
     )
     if not REPORT_ONLY.value:
-        tuner.search(epochs=EPOCHS.value, verbose=0)  # never inside strategy.scope(): keras-tuner enters it per trial
+        try:
+            tuner.search(
+                epochs=EPOCHS.value, verbose=0
+            )  # never inside strategy.scope(): keras-tuner enters it per trial
+        except (
+            RuntimeError
+        ) as e:  # keras-tuner's "Number of consecutive failures exceeded the limit of 3.\n<traceback>"
+            if not str(e).startswith("Number of consecutive failures"):
+                raise
+            last = [line for line in str(e).splitlines() if line.strip()][-1]  # "SomeError: its message"
+            raise ConfigError(
+                f"the search stopped after {tuner.oracle.max_consecutive_failed_trials} failed trials in a row; the "
+                f"last: {last.split(': ', 1)[-1].rstrip('.')}."
+            ) from None
 
     if dist_utils.has_chief_oracle() and not dist_utils.is_chief_oracle():
         best = tuner.oracle.get_best_trials(1)  # asked of the chief
