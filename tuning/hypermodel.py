@@ -108,7 +108,7 @@ class NPLMHyperModel(keras_tuner.HyperModel):
                 model=model,
                 export=False,
             )
-        except callbacks_lib.TrainingDiverged as e:  # a failed trial (never retried), not a NaN to rank
+        except callbacks_lib.TrainingDiverged as e:  # a failed trial, never retried, with its reason printed
             print(f"trial {os.path.basename(run)} failed: {e}", flush=True)
             raise keras_tuner.errors.FailedTrialError(str(e)) from None
         return {

@@ -102,13 +102,10 @@ def main(argv, checked):
         TUNER.value, hypermodel, OUTPUT_DIR.value, MAX_TRIALS.value, EPOCHS.value, strategy, SEED.value
     )
     if not REPORT_ONLY.value:
-        try:
-            tuner.search(
-                epochs=EPOCHS.value, verbose=0
-            )  # never inside strategy.scope(): keras-tuner enters it per trial
-        except (
-            RuntimeError
-        ) as e:  # keras-tuner's "Number of consecutive failures exceeded the limit of 3.\n<traceback>"
+        try:  # never inside strategy.scope(): keras-tuner enters it per trial
+            tuner.search(epochs=EPOCHS.value, verbose=0)
+        except RuntimeError as e:
+            # keras-tuner's stop: "Number of consecutive failures exceeded the limit of 3.\n<the last traceback>"
             if not str(e).startswith("Number of consecutive failures"):
                 raise
             last = [line for line in str(e).splitlines() if line.strip()][-1]  # "SomeError: its message"
