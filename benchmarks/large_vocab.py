@@ -34,7 +34,7 @@ def variants(shortlists: list[int], num_sampled: int) -> dict[str, dict]:
     return found
 
 
-OUTPUT = flags.DEFINE_string("output", None, "Directory for every variant's run and the results.", required=True)
+OUTPUT = app.define_path("output", None, "Directory for every variant's run and the results.", required=True)
 EPOCHS = flags.DEFINE_integer("epochs", 2, "Epochs per variant.")
 SHORTLISTS = flags.DEFINE_list("shortlists", ["2000", "4000", "8000"], "Short-list sizes N to compare.")
 NUM_SAMPLED = flags.DEFINE_integer(
@@ -52,7 +52,7 @@ ROUNDS = flags.DEFINE_integer("rounds", 5, "Serving is timed in this many rounds
 SERVE_ONLY = flags.DEFINE_boolean(
     "serve_only", False, "Only measure serving again (the runs and large_vocab.json exist)."
 )
-README = flags.DEFINE_string(
+README = app.define_path(
     "readme", None, "Also put the table into this file (benchmarks/README.md), between its large_vocab markers."
 )
 BEGIN, END = "<!-- large_vocab table: begin -->", "<!-- large_vocab table: end -->"

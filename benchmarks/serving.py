@@ -27,7 +27,7 @@ from benchmarks import serving_lib
 from pipelines import app, corpus_flags
 from pipelines import corpus as corpus_lib
 
-EXPORT = flags.DEFINE_string("export", None, "An export version directory (holding saved_model.pb).", required=True)
+EXPORT = app.define_path("export", None, "An export version directory (holding saved_model.pb).", required=True)
 AGAINST = flags.DEFINE_list("against", [], "Other export version directories, timed in turn with --export.")
 REQUESTS = flags.DEFINE_integer("requests", 2000, "Timed next_word requests.")
 BATCHES = flags.DEFINE_integer("batches", 40, "Timed score batches of 64 requests.")

@@ -29,10 +29,10 @@ from absl import flags
 
 from pipelines import app, corpus_flags  # the corpus flags: the run's corpus.json fills in those not given
 
-MODEL_DIR = flags.DEFINE_string("model_dir", None, "A trained full-softmax run (nplm_tf.train).", required=True)
+MODEL_DIR = app.define_path("model_dir", None, "A trained full-softmax run (nplm_tf.train).", required=True)
 SHORTLISTS = flags.DEFINE_list("shortlists", ["2000", "4000", "8000"], "List sizes N to measure.")
 TAIL_BINS = flags.DEFINE_list("tail_bins", ["1"], "Numbers of tail bins B for the class tail (1: the class tail).")
-NGRAM_DIR = flags.DEFINE_string("ngram_dir", None, "Take the tail's Kneser-Ney model from here (same vocabulary).")
+NGRAM_DIR = app.define_path("ngram_dir", None, "Take the tail's Kneser-Ney model from here (same vocabulary).")
 TAIL_ORDER = flags.DEFINE_integer(
     "tail_ngram_order", 0, "Order of the Kneser-Ney model built on train without --ngram_dir (0: train's default)."
 )

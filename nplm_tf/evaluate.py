@@ -16,7 +16,7 @@ from absl import flags
 from nplm_tf import run_dir
 from pipelines import app, corpus_flags
 
-MODEL_DIR = flags.DEFINE_string("model_dir", None, "A directory written by nplm_tf.train.", required=True)
+MODEL_DIR = app.define_path("model_dir", None, "A directory written by nplm_tf.train.", required=True)
 SPLIT = flags.DEFINE_enum(
     "split",
     "test",
@@ -24,10 +24,10 @@ SPLIT = flags.DEFINE_enum(
     "Which split to score, of the corpus the model was trained on (or of the corpus flags given).",
 )
 FILES = flags.DEFINE_string("files", None, "Score these UTF-8 files (glob(s), comma-separated) instead of --corpus.")
-NGRAM_DIR = flags.DEFINE_string(
+NGRAM_DIR = app.define_path(
     "ngram_dir", None, "An nplm_tf.ngram output: also report the network mixed with it (weights fitted on valid)."
 )
-PER_TOKEN = flags.DEFINE_string("per_token", None, "Write token<TAB>ln_prob<TAB>log10_prob per predicted token here.")
+PER_TOKEN = app.define_path("per_token", None, "Write token<TAB>ln_prob<TAB>log10_prob per predicted token here.")
 PRECISION = run_dir.precision_flag("Score")
 
 

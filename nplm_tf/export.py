@@ -19,10 +19,8 @@ from absl import flags
 from nplm_tf import run_dir
 from pipelines import app
 
-MODEL_DIR = flags.DEFINE_string("model_dir", None, "A directory written by nplm_tf.train.", required=True)
-EXPORT_DIR = flags.DEFINE_string(
-    "export_dir", None, "Where to write <version>/saved_model.pb (default: MODEL_DIR/export)."
-)
+MODEL_DIR = app.define_path("model_dir", None, "A directory written by nplm_tf.train.", required=True)
+EXPORT_DIR = app.define_path("export_dir", None, "Where to write <version>/saved_model.pb (default: MODEL_DIR/export).")
 VERSION = flags.DEFINE_integer("version", None, "Version subdirectory (default: one above the largest present).")
 MIXTURE = flags.DEFINE_boolean("mixture", True, "Serve the n-gram mixture when MODEL_DIR/mixture.json exists.")
 PRECISION = run_dir.precision_flag("Serve")

@@ -15,7 +15,7 @@ from absl import flags
 from nplm_tf import run_dir
 from pipelines import app
 
-MODEL_DIR = flags.DEFINE_string("model_dir", None, "A directory written by nplm_tf.train.", required=True)
+MODEL_DIR = app.define_path("model_dir", None, "A directory written by nplm_tf.train.", required=True)
 PROMPT = flags.DEFINE_string("prompt", "", "The text to continue (tokenized as in training).")
 MAX_TOKENS = flags.DEFINE_integer("max_tokens", 20, "Most words to add (stops earlier at </s>).")
 TEMPERATURE = flags.DEFINE_float("temperature", 1.0, "Sampling temperature; <= 0 is greedy.")

@@ -14,10 +14,10 @@ from absl import flags
 
 from pipelines import app
 
-MODEL_DIR = flags.DEFINE_string("model_dir", None, "A directory written by nplm_tf.train.", required=True)
+MODEL_DIR = app.define_path("model_dir", None, "A directory written by nplm_tf.train.", required=True)
 WORDS = flags.DEFINE_list("words", [], "Words whose neighbours to print (as the vocabulary spells them).")
 K = flags.DEFINE_integer("k", 10, "Neighbours per word.")
-PLOT = flags.DEFINE_string("plot", None, "Write a PNG of the most frequent words in two dimensions here.")
+PLOT = app.define_path("plot", None, "Write a PNG of the most frequent words in two dimensions here.")
 PLOT_WORDS = flags.DEFINE_integer("plot_words", 300, "Words in the picture.")
 PROJECTOR = flags.DEFINE_boolean("projector", False, "Write the TensorBoard projector files into MODEL_DIR/logs.")
 

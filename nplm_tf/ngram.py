@@ -22,7 +22,7 @@ SMOOTHING = flags.DEFINE_enum(
     "kneser_ney: interpolated modified KN; interpolated: the paper's deleted-interpolation "
     "trigram, weights by EM on valid (needs --order=3).",
 )
-OUTPUT = flags.DEFINE_string("output", None, "Directory for the model and metrics.json.", required=True)
+OUTPUT = app.define_path("output", None, "Directory for the model and metrics.json.", required=True)
 MIN_COUNT = flags.DEFINE_integer("min_count", 4, "Words seen fewer times in train become <unk> (as in train).")
 ARPA = flags.DEFINE_boolean("arpa", True, "Also write model.arpa.")
 

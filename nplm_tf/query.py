@@ -19,8 +19,8 @@ from absl import flags
 from nplm_tf import run_dir
 from pipelines import app
 
-MODEL_DIR = flags.DEFINE_string("model_dir", None, "A directory written by nplm_tf.train.", required=True)
-NGRAM_DIR = flags.DEFINE_string(
+MODEL_DIR = app.define_path("model_dir", None, "A directory written by nplm_tf.train.", required=True)
+NGRAM_DIR = app.define_path(
     "ngram_dir", None, "An nplm_tf.ngram directory: score with the network mixed with it (weights fitted on valid)."
 )
 NGRAM_ONLY = flags.DEFINE_boolean("ngram_only", False, "With --ngram_dir: score with the n-gram alone (λ = 0).")

@@ -17,13 +17,11 @@ from absl import flags
 
 from pipelines import app, corpus_flags
 
-OUTPUT = flags.DEFINE_string("output", None, "Directory for every model and the table.", required=True)
+OUTPUT = app.define_path("output", None, "Directory for every model and the table.", required=True)
 QUICK = flags.DEFINE_boolean(
     "quick", False, "A reduced run in minutes: MLP7 and MLP9 only, one epoch, no train perplexity."
 )
-CONFIG_JSON = flags.DEFINE_string(
-    "config_json", None, "Training settings shared by every network (default: nplm_tf's)."
-)
+CONFIG_JSON = app.define_path("config_json", None, "Training settings shared by every network (default: nplm_tf's).")
 EPOCHS = flags.DEFINE_integer("epochs", None, "Epochs per network (default: the config's; 1 with --quick).")
 
 

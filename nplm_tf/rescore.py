@@ -17,8 +17,8 @@ from absl import flags
 from nplm_tf import run_dir
 from pipelines import app
 
-MODEL_DIR = flags.DEFINE_string("model_dir", None, "A directory written by nplm_tf.train.", required=True)
-NGRAM_DIR = flags.DEFINE_string("ngram_dir", None, "Score with the network mixed with this nplm_tf.ngram model.")
+MODEL_DIR = app.define_path("model_dir", None, "A directory written by nplm_tf.train.", required=True)
+NGRAM_DIR = app.define_path("ngram_dir", None, "Score with the network mixed with this nplm_tf.ngram model.")
 FEATURE_NAME = flags.DEFINE_string("feature_name", "NPLM", "Name of the appended feature.")
 BATCH_LINES = flags.DEFINE_integer("batch_lines", 10_000, "Hypotheses read and scored together.")
 PRECISION = run_dir.precision_flag("Score")

@@ -17,8 +17,8 @@ from nplm_tf.distributed import strategies
 from pipelines import app, corpus_flags
 
 _D = Config()
-MODEL_DIR = flags.DEFINE_string("model_dir", None, "Directory for checkpoints, logs and metrics.json.", required=True)
-CONFIG_JSON = flags.DEFINE_string(
+MODEL_DIR = app.define_path("model_dir", None, "Directory for checkpoints, logs and metrics.json.", required=True)
+CONFIG_JSON = app.define_path(
     "config_json", None, "A JSON config (e.g. tuning's best); flags given explicitly override it."
 )
 STRATEGY = flags.DEFINE_enum(
@@ -84,7 +84,7 @@ flags.DEFINE_enum(
 flags.DEFINE_integer(
     "tail_ngram_order", _D.tail_ngram_order, "With --shortlist: K of the tail's Kneser-Ney model (0: min(4, n))."
 )
-TAIL_NGRAM_DIR = flags.DEFINE_string(
+TAIL_NGRAM_DIR = app.define_path(
     "ngram_dir",
     None,
     "With --shortlist: use this nplm_tf.ngram Kneser-Ney model for the tail (default: build one on train).",

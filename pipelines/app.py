@@ -30,8 +30,28 @@ from pipelines import interrupts
 from pipelines.errors import UserError
 
 USER_ERRORS = (UserError, FileNotFoundError)
+flags.disclaim_key_flags()  # the flags `define_path` defines belong to its caller (its --help lists them)
 # The lines TensorFlow's libraries print while loading: absl's pre-init notice and INFO/WARNING records.
 _START_UP_NOISE = re.compile(r"^(WARNING: All log messages before absl::InitializeLog\(\)|[IW]\d{4} )")
+
+
+class _PathParser(flags.ArgumentParser):
+    """A file or directory name, a leading ~ expanded."""
+
+    def parse(self, argument):
+        return os.path.expanduser(argument) if isinstance(argument, str) else argument
+
+    def flag_type(self) -> str:
+        return "path"
+
+
+def define_path(name: str, default: str | None, help: str, **kwargs) -> flags.FlagHolder:
+    """A string flag naming a file or directory, a leading `~` expanded as a shell would.
+
+    A shell expands `--model_dir ~/runs` but leaves `--model_dir=~/runs` alone, and a run given that would
+    write into a directory literally named "~" under the current one.
+    """
+    return flags.DEFINE(_PathParser(), name, default, help, serializer=flags.ArgumentSerializer(), **kwargs)
 
 
 def fail(message: str, code: int = 1) -> None:

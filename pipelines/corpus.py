@@ -146,25 +146,40 @@ def _read_utf8_lines(path: str) -> Iterator[str]:
 
 
 def expand_files(pattern: str, flag: str) -> tuple[str, ...]:
-    """Comma-separated globs to a sorted list of files, or a clear error."""
-    if not pattern:
+    """Comma-separated globs to a sorted list of files, or a clear error.
+
+    Spaces around a comma and a leading `~` are allowed; a file matched twice (`'data/*.txt,data/a.txt'`) is read
+    once, where it is first matched.
+    """
+    parts = [os.path.expanduser(part.strip()) for part in (pattern or "").split(",") if part.strip()]
+    if not parts:
         raise CorpusError(f"--{flag} is empty; give a file or glob of UTF-8 text files.")
-    paths: list[str] = []
-    for part in pattern.split(","):
-        matches = sorted(glob.glob(part)) if glob.has_magic(part) else [part]
-        paths += [p for p in matches if os.path.isfile(p)]
-        if not any(os.path.isfile(p) for p in matches):
+    paths: dict[str, str] = {}  # real path -> the path as matched
+    for part in parts:
+        matches = [p for p in (sorted(glob.glob(part)) if glob.has_magic(part) else [part]) if os.path.isfile(p)]
+        if not matches:
             if os.path.isdir(part):
                 raise CorpusError(
                     f"--{flag}: {part!r} is a directory; give its files, e.g. {os.path.join(part, '*')!r}."
                 )
             raise CorpusError(f"--{flag}: no file matches {part!r}.")
-    return tuple(paths)
+        for p in matches:
+            paths.setdefault(os.path.realpath(p), p)
+    return tuple(paths.values())
 
 
 def files_corpus(train: str, valid: str, test: str) -> Corpus:
     specs = {"train": train, "valid": valid, "test": test}
     return Corpus("files", {s: Split(s, files=expand_files(p, f"{s}_files")) for s, p in specs.items()})
+
+
+def files_shared_with_train(corpus: Corpus) -> dict[str, list[str]]:
+    """For valid and test, the files that train also reads: their perplexity is then measured on training text."""
+    if corpus["train"].files is None:
+        return {}
+    train = {os.path.realpath(p) for p in corpus["train"].files}
+    shared = {s: [p for p in corpus[s].files or () if os.path.realpath(p) in train] for s in ("valid", "test")}
+    return {s: paths for s, paths in shared.items() if paths}
 
 
 def file_split(pattern: str, flag: str = "files", name: str = "files") -> Split:

@@ -2,11 +2,12 @@
 
 import dataclasses
 import os
+import sys
 
 from absl import flags
 
+from pipelines import app, gcide
 from pipelines import corpus as corpus_lib
-from pipelines import gcide
 
 CORPUS = flags.DEFINE_enum(
     "corpus",
@@ -16,17 +17,20 @@ CORPUS = flags.DEFINE_enum(
     "Dictionary of English, a large-vocabulary corpus; see --gcide_path).",
 )
 TRAIN_FILES = flags.DEFINE_string(
-    "train_files", None, "With --corpus=files: glob(s), comma-separated, of UTF-8 text, one unit per line."
+    "train_files",
+    None,
+    "With --corpus=files: glob(s), comma-separated, of UTF-8 text, one unit per line (a file matched twice is read "
+    "once).",
 )
 VALID_FILES = flags.DEFINE_string("valid_files", None, "With --corpus=files: validation glob(s).")
 TEST_FILES = flags.DEFINE_string("test_files", None, "With --corpus=files: test glob(s).")
-GCIDE_PATH = flags.DEFINE_string(
+GCIDE_PATH = app.define_path(
     "gcide_path",
     gcide.DEFAULT_PATH,
     "With --corpus=gcide: dictd's gcide.dict.dz (Debian's dict-gcide package; `apt-get download dict-gcide && "
     "dpkg -x dict-gcide_*.deb DIR` puts it in DIR/usr/share/dictd/).",
 )
-GCIDE_CACHE = flags.DEFINE_string(
+GCIDE_CACHE = app.define_path(
     "gcide_cache", gcide.DEFAULT_CACHE, "With --corpus=gcide: where its text is kept once converted."
 )
 
@@ -57,7 +61,16 @@ def corpus_from_flags(remembered: dict | None = None) -> corpus_lib.Corpus:
             f"{', '.join(names)} {'is' if one else 'are'} for --corpus={wanted}, but the corpus is {spec['corpus']}; "
             f"add --corpus={wanted} or leave {'it' if one else 'them'} out."
         )
-    return corpus_from_spec(spec)
+    corpus = corpus_from_spec(spec)
+    for split, paths in corpus_lib.files_shared_with_train(corpus).items():
+        named = ", ".join(paths[:3]) + (f" and {len(paths) - 3} more" if len(paths) > 3 else "")
+        print(
+            f"warning: --{split}_files and --train_files share {named}: {split} perplexity is then measured on "
+            "text the model trained on.",
+            file=sys.stderr,
+            flush=True,
+        )
+    return corpus
 
 
 def corpus_from_spec(spec: dict) -> corpus_lib.Corpus:

@@ -350,3 +350,34 @@ def test_damaged_weights_are_one_sentence_and_the_run_is_left_as_it_was(trained,
     helpers.assert_one_sentence(result, f"{weights} cannot be read (")
     assert "restore it, or train again in a new directory" in result.stderr
     assert len(weights.read_bytes()) == 1000 and sorted(os.listdir(model_dir)) == sorted(os.listdir(trained[0]))
+
+
+def test_a_path_flag_and_a_file_glob_starting_with_tilde_are_under_home(data, tmp_path):
+    """A shell leaves `~` alone in `--output=~/kn`; the run lands in $HOME, not in a directory named "~" here."""
+    home = tmp_path / "home"
+    home.mkdir()
+    for name in ("train", "valid", "test"):
+        shutil.copy(data[1][1 + ("train", "valid", "test").index(name)].split("=", 1)[1], home / f"{name}.txt")
+    stray = os.path.join(helpers.ROOT, "~")
+    assert not os.path.exists(stray)
+    files = ["--corpus=files", "--train_files=~/train.txt", "--valid_files=~/valid.txt", "--test_files=~/test.txt"]
+    try:
+        result = helpers.run_binary("nplm_tf.ngram", "--output=~/kn", "--order=2", *files, env={"HOME": str(home)})
+    finally:
+        strayed = os.path.exists(stray)
+        shutil.rmtree(stray, ignore_errors=True)
+    assert result.returncode == 0 and not strayed, result.stderr[-2000:]
+    assert os.path.isfile(home / "kn" / "metrics.json")
+    assert "warning" not in result.stderr
+
+
+def test_valid_or_test_files_that_train_also_reads_are_warned_about(data, tmp_path):
+    train = data[1][1].split("=", 1)[1]
+    shared = ["--corpus=files", data[1][1], f"--valid_files={train}", data[1][3]]
+    result = helpers.run_binary("pipelines.describe", *shared)
+    assert result.returncode == 0, result.stderr[-2000:]
+    warnings = [line for line in result.stderr.splitlines() if line.startswith("warning:")]
+    assert warnings == [
+        f"warning: --valid_files and --train_files share {train}: valid perplexity is then measured on text the "
+        "model trained on."
+    ]

@@ -105,3 +105,25 @@ def test_a_damaged_vocabulary_file_is_one_sentence(tmp_path, text, message):
     path.write_bytes(text)
     with pytest.raises(corpus.CorpusError, match=message):
         vocabulary.Vocabulary.load(str(path))
+
+
+def test_file_globs_take_spaces_a_leading_tilde_and_read_a_file_matched_twice_once(tmp_path, monkeypatch):
+    monkeypatch.setenv("HOME", str(tmp_path))
+    a = helpers.write_lines(str(tmp_path / "a.txt"), ["one two three"])
+    b = helpers.write_lines(str(tmp_path / "b.txt"), ["four five six"])
+    # A shell leaves ~ alone in `--train_files=~/a.txt`; a space after a comma is easy to type.
+    assert corpus.expand_files("~/a.txt, ~/*.txt,", "train_files") == (a, b)
+    assert corpus.expand_files(f"{tmp_path}/./b.txt,{b}", "train_files") == (f"{tmp_path}/./b.txt",)
+    split = corpus.file_split(f"{a},{tmp_path}/*.txt")
+    assert [line.strip() for line in split.iter_lines()] == ["one two three", "four five six"]
+    with pytest.raises(corpus.CorpusError, match="--train_files is empty"):
+        corpus.expand_files(" , ", "train_files")
+
+
+def test_the_files_valid_and_test_share_with_train_are_named(tmp_path):
+    a, b, c = (helpers.write_lines(str(tmp_path / f"{n}.txt"), ["x y z"]) for n in "abc")
+    assert corpus.files_shared_with_train(corpus.files_corpus(a, b, c)) == {}
+    shared = corpus.files_shared_with_train(corpus.files_corpus(f"{a},{b}", f"{tmp_path}/./b.txt", f"{a},{c}"))
+    assert shared == {"valid": [f"{tmp_path}/./b.txt"], "test": [a]}
+    in_memory = corpus.Corpus("lines", {s: corpus.Split(s, lines=("x y z",)) for s in corpus.SPLITS})
+    assert corpus.files_shared_with_train(in_memory) == {}

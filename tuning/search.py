@@ -23,10 +23,10 @@ from pipelines import app, corpus_flags
 TUNER = flags.DEFINE_enum("tuner", "random", ["random", "hyperband", "bayesian"], "keras-tuner algorithm.")
 MAX_TRIALS = flags.DEFINE_integer("max_trials", 12, "Trials to run (random, bayesian).")
 EPOCHS = flags.DEFINE_integer("epochs_per_trial", 2, "Training epochs per trial (hyperband: the most for one trial).")
-OUTPUT_DIR = flags.DEFINE_string(
+OUTPUT_DIR = app.define_path(
     "output_dir", None, "Directory for the search state, trial runs and results.", required=True
 )
-CONFIG_JSON = flags.DEFINE_string("config_json", None, "Settings that are not searched (default: nplm_tf's defaults).")
+CONFIG_JSON = app.define_path("config_json", None, "Settings that are not searched (default: nplm_tf's defaults).")
 TUNE_ORDER = flags.DEFINE_boolean("tune_order", False, "Also search n in {3, 4, 5, 6}.")
 TUNE_DIRECT = flags.DEFINE_boolean("tune_direct", False, "Also search the direct connections W.")
 TUNE_SHORTLIST = flags.DEFINE_boolean(
