@@ -188,6 +188,10 @@ class Config:
                 values = json.load(f)
         except FileNotFoundError:
             raise ConfigError(f"config file {path} does not exist.") from None
+        except IsADirectoryError:
+            raise ConfigError(f"config file {path} is a directory; give the JSON file in it.") from None
+        except OSError as e:
+            raise ConfigError(f"config file {path} cannot be read ({e.strerror}).") from None
         except UnicodeDecodeError:
             raise ConfigError(f"config file {path} is not UTF-8 text.") from None
         except json.JSONDecodeError as e:

@@ -159,12 +159,26 @@ def _bad_inputs(root):
         # Before, the files were ignored and Brown was trained on.
         "other_corpus": (["--corpus=brown"], "--train_files, --valid_files, --test_files are for --corpus=files, but"),
         "gcide_flag": ([f"--gcide_path={empty}"], "--gcide_path is for --corpus=gcide, but the corpus is files; add"),
+        # Once an IsADirectoryError traceback (train, reproduce and tuning.search read it alike).
+        "config_dir": ([f"--config_json={root}"], f"config file {root} is a directory; give the JSON file in it."),
     }
 
 
 @pytest.mark.parametrize(
     "case",
-    ["empty", "short", "utf8", "missing", "order", "features", "hidden", "min_count", "other_corpus", "gcide_flag"],
+    [
+        "empty",
+        "short",
+        "utf8",
+        "missing",
+        "order",
+        "features",
+        "hidden",
+        "min_count",
+        "other_corpus",
+        "gcide_flag",
+        "config_dir",
+    ],
 )
 def test_bad_input_gives_one_sentence_and_nonzero_exit(case, data, tmp_path):
     flags, message = _bad_inputs(tmp_path)[case]

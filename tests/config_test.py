@@ -64,6 +64,8 @@ def test_json_round_trip_and_unknown_fields(tmp_path):
     assert Config.from_json(str(path)) == Config(hidden_dim=7)
     with pytest.raises(ConfigError, match="unknown config field"):
         Config.from_dict({"hiden_dim": 3})
+    with pytest.raises(ConfigError, match=f"^config file {re.escape(str(tmp_path))} is a directory; give the JSON"):
+        Config.from_json(str(tmp_path))  # once an IsADirectoryError traceback
 
 
 def test_differences_ignore_fields_a_resume_may_change():
