@@ -287,7 +287,9 @@ def test_bad_input_to_the_tools(trained, tmp_path):
     seed = helpers.run_binary("nplm_tf.generate", f"--model_dir={trained['model']}", f"--seed={2**64}")
     helpers.assert_one_sentence(seed, f"seed={2**64} must fit in 64 bits")  # was a ValueError traceback
     nan = helpers.run_binary("nplm_tf.generate", f"--model_dir={trained['model']}", "--temperature=nan")
-    helpers.assert_one_sentence(nan, "temperature=nan must be a number")  # printed <unk> <unk> ... unasked
+    helpers.assert_one_sentence(
+        nan, "temperature=nan must be a number (<= 0: greedy)."
+    )  # printed <unk> <unk> ... unasked
 
     for module in ("nplm_tf.query", "nplm_tf.rescore", "nplm_tf.generate", "nplm_tf.neighbors"):
         extra = ["--words=cat"] if module == "nplm_tf.neighbors" else []

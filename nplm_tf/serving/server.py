@@ -251,7 +251,7 @@ class Server(tf.Module):
         steps = tf.clip_by_value(tf.cast(max_tokens, tf.int32), 0, MAX_GENERATE)
         temperature = tf.cast(temperature, tf.float64)
         # NaN would make every logit NaN, and `<unk>` was then drawn every time, allowed or not.
-        tf.debugging.Assert(~tf.math.is_nan(temperature), ["temperature is NaN; give a number (<= 0: greedy)."])
+        tf.debugging.Assert(~tf.math.is_nan(temperature), ["temperature=nan must be a number (<= 0: greedy)."])
         top_k = tf.clip_by_value(tf.cast(top_k, tf.int32), 0, self.vocab_size)
         seed = tf.cast(seed, tf.int64)
         greedy_only = temperature <= 0
