@@ -30,9 +30,11 @@ from pipelines import interrupts
 from pipelines.errors import UserError
 
 USER_ERRORS = (UserError, FileNotFoundError)
-flags.disclaim_key_flags()  # the flags `define_path` defines belong to its caller (its --help lists them)
 # The lines TensorFlow's libraries print while loading: absl's pre-init notice and INFO/WARNING records.
 _START_UP_NOISE = re.compile(r"^(WARNING: All log messages before absl::InitializeLog\(\)|[IW]\d{4} )")
+
+
+flags.disclaim_key_flags()  # the flags `define_path` defines belong to its caller (its --help lists them)
 
 
 class _PathParser(flags.ArgumentParser):

@@ -395,3 +395,14 @@ def test_valid_or_test_files_that_train_also_reads_are_warned_about(data, tmp_pa
         f"warning: --valid_files and --train_files share {train}: valid perplexity is then measured on text the "
         "model trained on."
     ]
+
+
+@pytest.mark.parametrize(
+    "module, path_flags",
+    [("nplm_tf.train", ["model_dir", "config_json", "ngram_dir"]), ("nplm_tf.evaluate", ["model_dir", "per_token"])],
+)
+def test_help_lists_the_path_flags_with_the_binarys_own(module, path_flags):
+    """`app.define_path` defines them on the binary's behalf: absl's --help shows only the binary's key flags."""
+    result = helpers.run_binary(module, "--help")  # exits 1, as absl's --help does
+    own = result.stdout.split(f"{module.replace('.', '/')}.py:", 1)[1].split("\n\n", 1)[0]
+    assert all(f"  --{name}: " in own for name in path_flags), own
