@@ -370,8 +370,8 @@ def test_a_path_flag_and_a_file_glob_starting_with_tilde_are_under_home(data, tm
     """A shell leaves `~` alone in `--output=~/kn`; the run lands in $HOME, not in a directory named "~" here."""
     home = tmp_path / "home"
     home.mkdir()
-    for name in ("train", "valid", "test"):
-        shutil.copy(data[1][1 + ("train", "valid", "test").index(name)].split("=", 1)[1], home / f"{name}.txt")
+    for name, flag in zip(("train", "valid", "test"), data[1][1:4]):  # --train_files=PATH, ...
+        shutil.copy(flag.split("=", 1)[1], home / f"{name}.txt")
     stray = os.path.join(helpers.ROOT, "~")
     assert not os.path.exists(stray)
     files = ["--corpus=files", "--train_files=~/train.txt", "--valid_files=~/valid.txt", "--test_files=~/test.txt"]
