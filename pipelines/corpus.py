@@ -145,13 +145,17 @@ def _read_utf8_lines(path: str) -> Iterator[str]:
                 ) from None
 
 
-def expand_files(pattern: str, flag: str) -> tuple[str, ...]:
-    """Comma-separated globs to a sorted list of files, or a clear error.
+def split_patterns(value: str | None) -> list[str]:
+    """A comma-separated flag value's paths or globs: spaces around a comma dropped, a leading `~` expanded."""
+    return [os.path.expanduser(part.strip()) for part in (value or "").split(",") if part.strip()]
 
-    Spaces around a comma and a leading `~` are allowed; a file matched twice (`'data/*.txt,data/a.txt'`) is read
-    once, where it is first matched.
+
+def expand_files(pattern: str, flag: str) -> tuple[str, ...]:
+    """Comma-separated globs (`split_patterns`) to a sorted list of files, or a clear error.
+
+    A file matched twice (`'data/*.txt,data/a.txt'`) is read once, where it is first matched.
     """
-    parts = [os.path.expanduser(part.strip()) for part in (pattern or "").split(",") if part.strip()]
+    parts = split_patterns(pattern)
     if not parts:
         raise CorpusError(f"--{flag} is empty; give a file or glob of UTF-8 text files.")
     paths: dict[str, str] = {}  # real path -> the path as matched

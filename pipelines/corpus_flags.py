@@ -95,4 +95,4 @@ def corpus_from_spec(spec: dict) -> corpus_lib.Corpus:
 
 
 def _absolute(value: str) -> str:
-    return ",".join(os.path.abspath(os.path.expanduser(p.strip())) for p in value.split(",") if p.strip())
+    return ",".join(os.path.abspath(p) for p in corpus_lib.split_patterns(value))
