@@ -106,3 +106,31 @@ def test_a_files_byte_order_mark_is_not_part_of_its_first_word(tmp_path):
     ds = windows.window_dataset(split, vocab, 2, 100, 16)
     targets = [vocab.words[i] for _, t in ds.as_numpy_iterator() for i in t]
     assert targets == ["the", "cat", "sat", "</s>", "the", "dog", "\ufeffsat", "</s>"] * 2
+
+
+def reference_windows(lines, vocab, order):
+    """Each non-blank line's windows, in order, written out in Python: (context most recent first, target)."""
+    pairs = []
+    for line in lines:
+        tokens = corpus.tokenize(line)
+        if not tokens:
+            continue
+        ids = [vocab.bos_id] * (order - 1) + vocab.ids(tokens) + [vocab.eos_id]
+        pairs += [(tuple(reversed(ids[i : i + order - 1])), ids[i + order - 1]) for i in range(len(tokens) + 1)]
+    return pairs
+
+
+@pytest.mark.parametrize("filter_batch,window_batch", [(7, 3), (1024, 64), (1, 1)])
+def test_lines_are_windowed_in_batches_exactly_as_one_by_one(monkeypatch, filter_batch, window_batch):
+    """Lines are filtered and windowed a batch at a time; batch edges, blank lines and lines of one word
+    must not move, drop or join a window."""
+    monkeypatch.setattr(windows, "_FILTER_BATCH", filter_batch)
+    monkeypatch.setattr(windows, "_WINDOW_BATCH", window_batch)
+    lines = [" ".join(f"w{(k * 7 + i) % 23}" for i in range(k % 9)) + ("  \t" if k % 5 == 0 else "") for k in range(80)]
+    vocab = vocab_of(lines)
+    tokens = len(reference_windows(lines, vocab, 4))
+    split = corpus.Split("s", lines=tuple(lines))
+    ds = windows.window_dataset(split, vocab, 4, 16, tokens)
+    pairs = [(tuple(c), t) for ctx, tgt in ds.as_numpy_iterator() for c, t in zip(ctx, tgt)]
+    assert pairs == reference_windows(lines, vocab, 4)
+    assert len(pairs) == tokens and any(not corpus.tokenize(line) for line in lines)
