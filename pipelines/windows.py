@@ -21,8 +21,8 @@ AUTOTUNE = tf.data.AUTOTUNE
 _LINE_SHUFFLE_BUFFER = 10_000
 # Lines are filtered and windowed in batches: per line, tf.data's fixed cost (a function call, a few small
 # ops) was most of the pipeline's CPU time on short lines, and on 2 cores that time is taken from training.
-_FILTER_BATCH = 1024
-_WINDOW_BATCH = 64
+_FILTER_BATCH = 64
+_WINDOW_BATCH = 32
 
 
 def lines_dataset(split: corpus_lib.Split) -> tf.data.Dataset:

@@ -120,7 +120,7 @@ def reference_windows(lines, vocab, order):
     return pairs
 
 
-@pytest.mark.parametrize("filter_batch,window_batch", [(7, 3), (1024, 64), (1, 1)])
+@pytest.mark.parametrize("filter_batch,window_batch", [(7, 3), (64, 32), (1, 1)])
 def test_lines_are_windowed_in_batches_exactly_as_one_by_one(monkeypatch, filter_batch, window_batch):
     """Lines are filtered and windowed a batch at a time; batch edges, blank lines and lines of one word
     must not move, drop or join a window."""
