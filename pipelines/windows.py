@@ -44,12 +44,18 @@ def lines_windows(
 ) -> tf.Tensor:
     """Lines (B,) to their windows in order, (Σ (tokens + 1), n): n-1 context ids, then the target id. One call
     windows a batch of lines, so tf.data's per-element cost is paid per batch, not per line."""
-    ids = tf.ragged.map_flat_values(table.lookup, tf.strings.split(lines))  # (B, None)
-    rows = ids.nrows()
-    pad = tf.RaggedTensor.from_tensor(tf.fill([rows, order - 1], tf.constant(bos_id, tf.int64)))
-    end = tf.RaggedTensor.from_tensor(tf.fill([rows, 1], tf.constant(eos_id, tf.int64)))
-    ids = tf.concat([pad, ids, end], axis=1)  # (B, None): each line's L + n ids
-    return tf_text.sliding_window(ids, width=order, axis=1).flat_values  # (Σ (L + 1), n)
+    tokens = tf.strings.split(lines)  # (B, None)
+    count, rows = tf.size(tokens.flat_values), tf.cast(tokens.nrows(), tf.int32)
+    line = tf.range(rows)
+    # Every line as <s>*(n-1) + ids + </s>, laid end to end: (T + n·B,). Token k of line r goes to k + n·r + n-1.
+    flat = tf.fill([count + order * rows], tf.constant(bos_id, tf.int64))
+    at = tf.range(count) + order * tf.cast(tokens.value_rowids(), tf.int32) + order - 1
+    flat = tf.tensor_scatter_nd_update(flat, at[:, None], table.lookup(tokens.flat_values))
+    ends = tf.cast(tokens.row_limits(), tf.int32) + order * line + order - 1
+    flat = tf.tensor_scatter_nd_update(flat, ends[:, None], tf.fill([rows], tf.constant(eos_id, tf.int64)))
+    windows = tf_text.sliding_window(flat, width=order, axis=0)  # also the n-1 windows across each line's end
+    per_line = tf.cast(tokens.row_lengths(), tf.int32) + 1  # a line's L + 1 windows start n-1 later per line
+    return tf.gather(windows, tf.range(tf.reduce_sum(per_line)) + (order - 1) * tf.repeat(line, per_line))
 
 
 def _nonblank(lines: tf.Tensor) -> tf.Tensor:
