@@ -60,7 +60,7 @@ def lines_windows(
 
 def _nonblank(lines: tf.Tensor) -> tf.Tensor:
     """The lines (B,) that hold at least one token."""
-    return tf.boolean_mask(lines, tf.strings.split(lines).row_lengths() > 0)
+    return tf.boolean_mask(lines, tf.logical_not(tf.strings.regex_full_match(lines, "[ \t\n\v\f\r]*")))
 
 
 def split_window(windows: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:

@@ -127,6 +127,7 @@ def test_lines_are_windowed_in_batches_exactly_as_one_by_one(monkeypatch, filter
     monkeypatch.setattr(windows, "_FILTER_BATCH", filter_batch)
     monkeypatch.setattr(windows, "_WINDOW_BATCH", window_batch)
     lines = [" ".join(f"w{(k * 7 + i) % 23}" for i in range(k % 9)) + ("  \t" if k % 5 == 0 else "") for k in range(80)]
+    lines[30:30] = ["\v\f\r", "\u00a0", " \x0b"]  # ASCII whitespace only: blank; a no-break space is a word
     vocab = vocab_of(lines)
     tokens = len(reference_windows(lines, vocab, 4))
     split = corpus.Split("s", lines=tuple(lines))
