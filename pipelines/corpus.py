@@ -22,7 +22,8 @@ BROWN_TRAIN_TOKENS = 800_000  # the Brown protocol (benchmarks/README.md): train
 BROWN_VALID_TOKENS = 1_000_000  # ... then valid while below this, else test
 
 BYTE_ORDER_MARK = "\ufeff"
-_WHITESPACE = re.compile(r"[ \t\n\v\f\r]+")
+WHITESPACE = r"[ \t\n\v\f\r]"  # ASCII whitespace, what tf.strings.split splits on (a Python and RE2 class)
+_WHITESPACE = re.compile(WHITESPACE + "+")
 _BROWN_TEXT = re.compile(r"^brown/c[a-r]\d\d$")
 
 

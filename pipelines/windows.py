@@ -20,7 +20,7 @@ from pipelines import vocabulary as vocab_lib
 AUTOTUNE = tf.data.AUTOTUNE
 _LINE_SHUFFLE_BUFFER = 10_000
 # Lines are filtered and windowed in batches: per line, tf.data's fixed cost (a function call, a few small
-# ops) was most of the pipeline's CPU time on short lines, and on 2 cores that time is taken from training.
+# ops) was most of the pipeline's CPU time on short lines (docs/design.md, "The input pipeline").
 _FILTER_BATCH = 64
 _WINDOW_BATCH = 32
 
@@ -60,7 +60,7 @@ def lines_windows(
 
 def _nonblank(lines: tf.Tensor) -> tf.Tensor:
     """The lines (B,) that hold at least one token."""
-    return tf.boolean_mask(lines, tf.logical_not(tf.strings.regex_full_match(lines, "[ \t\n\v\f\r]*")))
+    return tf.boolean_mask(lines, tf.logical_not(tf.strings.regex_full_match(lines, corpus_lib.WHITESPACE + "*")))
 
 
 def split_window(windows: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
