@@ -26,11 +26,11 @@ def kn3(corpus_flags, tmp_path_factory):
     out = str(tmp_path_factory.mktemp("kn3"))
     result = helpers.run_binary("nplm_tf.ngram", "--order=3", f"--output={out}", "--min_count=1", *corpus_flags[0])
     assert result.returncode == 0, result.stderr[-3000:]
-    return out, json.loads(result.stdout.strip().splitlines()[-1])
+    return out, json.loads(result.stdout.strip().splitlines()[-1]), result.stderr
 
 
 def test_ngram_binary_writes_metrics_and_arpa(kn3):
-    out, printed = kn3
+    out, printed, stderr = kn3
     metrics = json.load(open(os.path.join(out, "metrics.json")))
     assert metrics["test_perplexity"] == printed["test_perplexity"] < metrics["vocab_size"]
     lines = open(os.path.join(out, "model.arpa"), encoding="utf-8").read().splitlines()
@@ -39,12 +39,19 @@ def test_ngram_binary_writes_metrics_and_arpa(kn3):
     assert sum(1 for line in lines if line.count("\t") >= 1 and len(line.split("\t")[1].split()) == 3) == int(
         lines[4].split("=")[1]
     )
+    # Each stage of the build says what it does on stderr, in order; stdout holds only the results.
+    stages = [
+        f"building the Kneser-Ney 3-gram on {metrics['tokens']['train']:,} train tokens, |V| = {metrics['vocab_size']:,}",
+        f"writing {os.path.join(out, 'model.arpa')}",
+        "scoring train, valid and test",
+    ]
+    assert [line for line in stderr.splitlines() if line in stages] == stages, stderr[-2000:]
 
 
 def test_kenlm_reads_the_arpa_export_with_the_same_perplexity(kn3, corpus_flags):
     import kenlm
 
-    out, printed = kn3
+    out, printed, _ = kn3
     from pipelines import corpus, vocabulary
 
     vocab = vocabulary.Vocabulary.load(os.path.join(out, "vocab.tsv"))
@@ -56,6 +63,25 @@ def test_kenlm_reads_the_arpa_export_with_the_same_perplexity(kn3, corpus_flags)
             scores = [s[0] for s in model.full_scores(" ".join(words))]
             total, count = total + sum(scores), count + len(scores)
     assert 10 ** (-total / count) == pytest.approx(printed["test_perplexity"], rel=1e-4)
+
+
+def test_arpa_written_in_chunks_is_the_same_file(kn3, tmp_path):
+    # The binary's ARPA file (one chunk per order here; KenLM reads it above) against the same model written a
+    # few n-grams at a time, so every chunk boundary falls inside an order.
+    from nplm_tf.baselines import arpa, build
+    from pipelines import vocabulary
+
+    out, _, _ = kn3
+    model = build.load(out)
+    vocab = vocabulary.Vocabulary.load(os.path.join(out, "vocab.tsv"))
+    whole = open(os.path.join(out, "model.arpa"), encoding="utf-8").read()
+    assert all(model.orders[k].keys.size < arpa.ROWS_PER_CHUNK for k in range(1, model.order + 1))
+    for rows in (1, 2, 7):
+        path = arpa.write_arpa(model, vocab, str(tmp_path / f"chunks_{rows}.arpa"), rows_per_chunk=rows)
+        assert open(path, encoding="utf-8").read() == whole, rows
+    with pytest.raises(ValueError, match="rows_per_chunk=0 must be positive"):
+        arpa.write_arpa(model, vocab, str(tmp_path / "none.arpa"), rows_per_chunk=0)
+    assert not os.path.exists(tmp_path / "none.arpa")
 
 
 def test_order_the_data_cannot_support_falls_back_and_says_so(corpus_flags, tmp_path):

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 import os
+import sys
 import zipfile
 
 import numpy as np
@@ -68,6 +69,11 @@ def load(directory: str):
 SMOOTHINGS = ("kneser_ney", "interpolated")
 
 
+def _progress(message: str) -> None:
+    """One line on stderr per stage of a build (a large corpus takes minutes); stdout keeps the results."""
+    print(message, file=sys.stderr, flush=True)
+
+
 def check_options(order: int, smoothing: str) -> None:
     """`train_ngram`'s order and smoothing, checked (no data or TensorFlow needed: `nplm_tf.ngram` checks its
     flags with it before TensorFlow loads)."""
@@ -99,6 +105,8 @@ def train_ngram(
     vocab = vocab_lib.build(corpus["train"], min_count)
     run.save_vocab(vocab)  # makes output_dir, once the data is checked
     arrays = {name: token_arrays(corpus[name], vocab) for name in corpus_lib.SPLITS}
+    kind = "the interpolated trigram" if smoothing == "interpolated" else f"the Kneser-Ney {order}-gram"
+    _progress(f"building {kind} on {int(arrays['train'].predicted.sum()):,} train tokens, |V| = {vocab.size:,}")
     if smoothing == "interpolated":
         model = interpolated.InterpolatedTrigram(arrays["train"], arrays["valid"], vocab.size)
         warnings = []
@@ -106,10 +114,12 @@ def train_ngram(
         model = kn.KneserNey(arrays["train"], order, vocab.size)
         warnings = model.warnings
         if arpa:
+            _progress(f"writing {run.arpa}")
             arpa_lib.write_arpa(model, vocab, run.arpa)
     for warning in warnings:
         print(f"warning: {warning}", flush=True)
     save(model, output_dir)
+    _progress("scoring train, valid and test")
     probs = {name: model.token_probabilities(arrays[name]) for name in corpus_lib.SPLITS}
     metrics = {
         "model": "modified_kneser_ney" if smoothing == "kneser_ney" else "interpolated_trigram",
