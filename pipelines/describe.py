@@ -59,7 +59,7 @@ def main(argv, checked):
 
 
 def run():
-    app.run(main, check)
+    app.run(main, check, tensorflow=False)  # numpy and Python only
 
 
 if __name__ == "__main__":

@@ -207,6 +207,25 @@ def test_a_min_count_that_keeps_no_word_is_one_sentence(module, data, tmp_path):
     assert not out.exists()
 
 
+@pytest.mark.parametrize("module", ["nplm_tf.ngram", "pipelines.describe"])
+def test_binaries_without_a_network_do_not_load_tensorflow(module, data, tmp_path):
+    # They are numpy and Python only; loading TensorFlow cost them 3 s and about 0.7 GB of memory.
+    flags = [f"--output={tmp_path / 'out'}", "--order=2"] if module == "nplm_tf.ngram" else []
+    code = (
+        "import atexit, runpy, sys\n"
+        "atexit.register(lambda: print('tensorflow loaded:', 'tensorflow' in sys.modules, file=sys.stderr))\n"
+        f"sys.argv = {[module, *flags, *data[1], '--min_count=1']!r}\n"
+        f"runpy.run_module({module!r}, run_name='__main__', alter_sys=True)\n"
+    )
+    env = {**os.environ, "NLTK_DATA": helpers.SHARED_NLTK}
+    result = subprocess.run(
+        [sys.executable, "-c", code], cwd=helpers.ROOT, env=env, capture_output=True, text=True, timeout=300
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert json.loads(result.stdout.splitlines()[-1])["vocab_size"] > 2
+    assert result.stderr.splitlines()[-1] == "tensorflow loaded: False", result.stderr[-2000:]
+
+
 def test_missing_brown_says_how_to_get_it(tmp_path):
     result = helpers.run_binary("pipelines.describe", env={"NLTK_DATA": str(tmp_path), "HOME": str(tmp_path)})
     assert result.returncode != 0
