@@ -41,4 +41,4 @@ def main(argv, checked):
 
 
 if __name__ == "__main__":
-    app.run(main, train_binary.check_flags)  # train's own check of the same flags
+    app.run(main, train_binary.check_flags, resumable=True)  # train's own check of the same flags

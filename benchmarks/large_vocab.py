@@ -231,4 +231,4 @@ def main(argv, checked):
 
 
 if __name__ == "__main__":
-    app.run(main, check_flags)
+    app.run(main, check_flags, resumable=True)

@@ -61,7 +61,7 @@ def main(argv, checked):
 
 
 def run():
-    app.run(main, settings)
+    app.run(main, settings, resumable=True)
 
 
 if __name__ == "__main__":

@@ -119,13 +119,21 @@ def _silence_known_warnings() -> None:
     warnings.filterwarnings("ignore", message=r".*expected to already be shuffled")
 
 
+INTERRUPTED = "interrupted."
+INTERRUPTED_RESUMABLE = "interrupted; run the same command again to resume from the last finished epoch."
+
+
 def guarded(
-    main: Callable[[list[str]], None], check: Callable[[], object] | None = None, tensorflow: bool = True
+    main: Callable[[list[str]], None],
+    check: Callable[[], object] | None = None,
+    tensorflow: bool = True,
+    resumable: bool = False,
 ) -> Callable[[list[str]], None]:
-    """Wraps `main`: user errors print one sentence; Ctrl-C says how to resume. `check` runs first, before
-    TensorFlow loads (seconds on a small machine), so that the flag values it rejects are answered at once;
-    `main(argv, checked)` then receives what it returned, so nothing is read twice. `tensorflow=False`: a
-    binary that never needs TensorFlow does not load it (3 s and about 0.7 GB here)."""
+    """Wraps `main`: user errors print one sentence, and so does Ctrl-C (exit 130; with `resumable`, for a
+    binary that trains and resumes, it says how to resume). `check` runs first, before TensorFlow loads
+    (seconds on a small machine), so that the flag values it rejects are answered at once; `main(argv,
+    checked)` then receives what it returned, so nothing is read twice. `tensorflow=False`: a binary that
+    never needs TensorFlow does not load it (3 s and about 0.7 GB here)."""
 
     def wrapped(argv: list[str]) -> None:
         from absl import logging
@@ -148,16 +156,21 @@ def guarded(
         except USER_ERRORS as e:
             fail(str(e))
         except KeyboardInterrupt:
-            fail("interrupted; run the same command again to resume from the last finished epoch.", 130)
+            fail(INTERRUPTED_RESUMABLE if resumable else INTERRUPTED, 130)
 
     return wrapped
 
 
-def run(main: Callable[[list[str]], None], check: Callable[[], object] | None = None, tensorflow: bool = True) -> None:
+def run(
+    main: Callable[[list[str]], None],
+    check: Callable[[], object] | None = None,
+    tensorflow: bool = True,
+    resumable: bool = False,
+) -> None:
     """absl's `app.run(main)`, guarded; `check` (no TensorFlow in it) validates the flags before TensorFlow loads
-    (`tensorflow=False`: a binary that does not use it)."""
+    (`tensorflow=False`: a binary that does not use it; `resumable`: one that resumes when run again)."""
     import logging
 
     _silence_known_warnings()
     logging.getLogger("tensorflow").setLevel(logging.ERROR)  # per-batch distribute chatter
-    app.run(guarded(main, check, tensorflow), flags_parser=_parse_flags)
+    app.run(guarded(main, check, tensorflow, resumable), flags_parser=_parse_flags)

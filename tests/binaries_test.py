@@ -278,6 +278,33 @@ def _wait_for_epochs(model_dir, proc, count, timeout=240):
     raise AssertionError(f"no {count} epochs recorded before the deadline")
 
 
+def test_an_interrupted_tool_does_not_talk_of_resuming(trained):
+    # Only the binaries that train resume; query, interrupted while it waits for input, just says so.
+    import select
+
+    env = dict(os.environ, NLTK_DATA=helpers.SHARED_NLTK, PYTHONUNBUFFERED="1")
+    args = [sys.executable, "-m", "nplm_tf.query", f"--model_dir={trained[0]}", "--batch_lines=1"]
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)  # see _start_train
+    try:
+        proc = subprocess.Popen(
+            args, cwd=helpers.ROOT, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+        )
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    try:
+        proc.stdin.write(b"the cat\n")
+        proc.stdin.flush()
+        ready, _, _ = select.select([proc.stdout], [], [], 120)
+        assert ready, "query printed nothing for its first line"
+        assert b"Total:" in proc.stdout.readline()  # the line is scored: query now waits for the next one
+        proc.send_signal(signal.SIGINT)
+        _, stderr = proc.communicate(timeout=60)
+    finally:
+        proc.kill()
+    assert proc.returncode == 130, stderr[-3000:]
+    assert helpers.error_lines(stderr.decode()) == ["error: interrupted."]
+
+
 @pytest.mark.parametrize("sig,code", [(signal.SIGINT, 130), (signal.SIGKILL, -9)])
 def test_interrupted_training_resumes(sig, code, data, tmp_path):
     model_dir = str(tmp_path / "m")

@@ -128,7 +128,7 @@ def main(argv, checked):
 
 
 def run():
-    app.run(main, check_flags)
+    app.run(main, check_flags, resumable=True)
 
 
 if __name__ == "__main__":
