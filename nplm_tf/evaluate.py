@@ -10,6 +10,7 @@ per predicted token: the token (as the vocabulary sees it), ln P and log10 P.
 import contextlib
 import json
 import math
+import sys
 
 from absl import flags
 
@@ -29,6 +30,9 @@ NGRAM_DIR = app.define_path(
 )
 PER_TOKEN = app.define_path("per_token", None, "Write token<TAB>ln_prob<TAB>log10_prob per predicted token here.")
 PRECISION = run_dir.precision_flag("Score")
+PROGRESS = flags.DEFINE_boolean(
+    "progress", None, "Show a progress bar of the batches on stderr (default: when stderr is a terminal)."
+)
 
 
 def check() -> None:
@@ -70,12 +74,15 @@ def main(argv, checked):
             if NGRAM_DIR.value:
                 nll_parts.append(nll)
 
-        result = scoring.score(
-            model,
-            eval_dataset(split, vocab, config),
-            vocab.unk_id,
-            on_batch=on_batch if out or NGRAM_DIR.value else None,
-        )
+        progress = sys.stderr.isatty() if PROGRESS.value is None else PROGRESS.value
+        with contextlib.redirect_stdout(sys.stderr):  # the bar; stdout keeps the one JSON line
+            result = scoring.score(
+                model,
+                eval_dataset(split, vocab, config),
+                vocab.unk_id,
+                on_batch=on_batch if out or NGRAM_DIR.value else None,
+                progress=progress,
+            )
     summary = {"perplexity": result.perplexity, "tokens": result.tokens, "oov_rate": result.oov_rate}
     if NGRAM_DIR.value:
         summary["mixture"] = mix_with_ngram(config, vocab, model, split, np.exp(-np.concatenate(nll_parts)))

@@ -66,6 +66,21 @@ def test_evaluate_binary_matches_training_and_writes_per_token(trained, data, tm
     assert os.listdir(tmp_path) == ["tokens.tsv"]  # written under a temporary name, renamed when complete
 
 
+def test_evaluate_shows_progress_on_stderr_when_asked(trained):
+    import re
+
+    model_dir, printed = trained
+    batches = -(-printed["tokens"]["test"] // 1024)  # EVAL_BATCH_SIZE
+    shown = helpers.run_binary("nplm_tf.evaluate", f"--model_dir={model_dir}", "--progress")
+    quiet = helpers.run_binary("nplm_tf.evaluate", f"--model_dir={model_dir}")  # stderr is a pipe: no bar
+    for result in (shown, quiet):
+        assert result.returncode == 0, result.stderr[-3000:]
+        assert json.loads(result.stdout) == json.loads(quiet.stdout)  # stdout: the one JSON line
+    last = re.sub(r"\x1b\[[0-9;]*m", "", shown.stderr.splitlines()[-1])  # the bar's colours left out
+    assert re.match(rf"{batches}/{batches} \S+ \d+s \d+m?s/batch$", last), shown.stderr[-500:]
+    assert "/batch" not in quiet.stderr
+
+
 def test_describe_binary_on_files(data):
     result = helpers.run_binary("pipelines.describe", *data[1], "--min_count=1")
     assert result.returncode == 0, result.stderr[-3000:]

@@ -64,14 +64,18 @@ def score(
     unk_id: int = 1,
     on_batch: Callable[[np.ndarray, np.ndarray], None] | None = None,
     batch_nll: Callable | None = None,
+    progress: bool = False,
 ) -> Score:
     """Sums -ln P over `dataset`'s (context, target) batches, in order.
 
-    `on_batch(targets, nll)` sees every batch (for per-token output).
+    `on_batch(targets, nll)` sees every batch (for per-token output). `progress`: a Keras progress bar of
+    the batches on stdout (the dataset's cardinality as its end, when known).
     """
     batch_nll = batch_nll or nll_function(model)
+    batches = int(dataset.cardinality())
+    bar = keras.utils.Progbar(batches if batches >= 0 else None, unit_name="batch") if progress else None
     total, tokens, unk = 0.0, 0, 0
-    for context, target in dataset:
+    for step, (context, target) in enumerate(dataset, 1):
         nll = batch_nll(context, target).numpy().astype(np.float64)
         targets = target.numpy()
         total += float(nll.sum())
@@ -79,6 +83,8 @@ def score(
         unk += int((targets == unk_id).sum())
         if on_batch is not None:
             on_batch(targets, nll)
+        if bar is not None:
+            bar.update(step, finalize=step == batches)
     return Score(total, tokens, unk)
 
 
