@@ -85,18 +85,20 @@ def main(argv, checked):
             )
     summary = {"perplexity": result.perplexity, "tokens": result.tokens, "oov_rate": result.oov_rate}
     if NGRAM_DIR.value:
-        summary["mixture"] = mix_with_ngram(config, vocab, model, split, np.exp(-np.concatenate(nll_parts)))
+        summary["mixture"] = mix_with_ngram(config, vocab, model, split, np.exp(-np.concatenate(nll_parts)), progress)
     print(json.dumps(summary))
 
 
-def mix_with_ngram(config, vocab, model, split, eval_probs):
+def mix_with_ngram(config, vocab, model, split, eval_probs, progress=False):
     from nplm_tf.baselines import network_mixture
     from nplm_tf.network import scoring
     from nplm_tf.training.data import eval_dataset
 
     # The weights are always fitted on the valid split of the model's own corpus (or of the corpus flags given).
     valid = corpus_flags.corpus_from_flags(run_dir.RunDir(MODEL_DIR.value).read_corpus())["valid"]
-    probs = {"valid": scoring.token_probabilities(model, eval_dataset(valid, vocab, config)), "eval": eval_probs}
+    with contextlib.redirect_stdout(sys.stderr):  # the bar, as in main
+        valid_probs = scoring.token_probabilities(model, eval_dataset(valid, vocab, config), progress)
+    probs = {"valid": valid_probs, "eval": eval_probs}
     return network_mixture.fit_and_score(
         probs, {"valid": valid, "eval": split}, vocab, NGRAM_DIR.value, MODEL_DIR.value, "eval"
     )

@@ -66,18 +66,23 @@ def test_evaluate_binary_matches_training_and_writes_per_token(trained, data, tm
     assert os.listdir(tmp_path) == ["tokens.tsv"]  # written under a temporary name, renamed when complete
 
 
-def test_evaluate_shows_progress_on_stderr_when_asked(trained):
+def test_evaluate_shows_progress_on_stderr_when_asked(trained, data, tmp_path):
     import re
 
     model_dir, printed = trained
-    batches = -(-printed["tokens"]["test"] // 1024)  # EVAL_BATCH_SIZE
-    shown = helpers.run_binary("nplm_tf.evaluate", f"--model_dir={model_dir}", "--progress")
-    quiet = helpers.run_binary("nplm_tf.evaluate", f"--model_dir={model_dir}")  # stderr is a pipe: no bar
+    ngram = helpers.run_binary("nplm_tf.ngram", f"--output={tmp_path / 'kn'}", "--order=2", *data[1])
+    assert ngram.returncode == 0, ngram.stderr[-3000:]
+    batches = {-(-printed["tokens"][name] // 1024) for name in ("test", "valid")}  # EVAL_BATCH_SIZE
+    base = ["nplm_tf.evaluate", f"--model_dir={model_dir}", f"--ngram_dir={tmp_path / 'kn'}"]
+    shown = helpers.run_binary(*base, "--progress")
+    quiet = helpers.run_binary(*base)  # stderr is a pipe: no bar
     for result in (shown, quiet):
         assert result.returncode == 0, result.stderr[-3000:]
         assert json.loads(result.stdout) == json.loads(quiet.stdout)  # stdout: the one JSON line
-    last = re.sub(r"\x1b\[[0-9;]*m", "", shown.stderr.splitlines()[-1])  # the bar's colours left out
-    assert re.match(rf"{batches}/{batches} \S+ \d+s \d+m?s/batch$", last), shown.stderr[-500:]
+    # One finished bar for the scored split (test), one for the mixture's valid split.
+    bars = [re.sub(r"\x1b\[[0-9;]*m", "", line).split("\r")[-1] for line in shown.stderr.splitlines()]
+    done = [m[1] for line in bars if (m := re.match(r"(\d+)/\1 \S+ \d+s \d+m?s/batch$", line))]
+    assert len(done) == 2 and set(map(int, done)) == batches, shown.stderr[-1000:]
     assert "/batch" not in quiet.stderr
 
 

@@ -88,10 +88,10 @@ def score(
     return Score(total, tokens, unk)
 
 
-def token_probabilities(model: keras.Model, dataset: tf.data.Dataset) -> np.ndarray:
-    """P(target | context) for every window of `dataset`, in order, as float64."""
+def token_probabilities(model: keras.Model, dataset: tf.data.Dataset, progress: bool = False) -> np.ndarray:
+    """P(target | context) for every window of `dataset`, in order, as float64 (`progress` as in `score`)."""
     parts: list[np.ndarray] = []
-    score(model, dataset, on_batch=lambda targets, nll: parts.append(nll))
+    score(model, dataset, on_batch=lambda targets, nll: parts.append(nll), progress=progress)
     return np.exp(-np.concatenate(parts)) if parts else np.zeros(0)
 
 
