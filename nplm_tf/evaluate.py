@@ -75,14 +75,13 @@ def main(argv, checked):
                 nll_parts.append(nll)
 
         progress = sys.stderr.isatty() if PROGRESS.value is None else PROGRESS.value
-        with contextlib.redirect_stdout(sys.stderr):  # the bar; stdout keeps the one JSON line
-            result = scoring.score(
-                model,
-                eval_dataset(split, vocab, config),
-                vocab.unk_id,
-                on_batch=on_batch if out or NGRAM_DIR.value else None,
-                progress=progress,
-            )
+        result = scoring.score(
+            model,
+            eval_dataset(split, vocab, config),
+            vocab.unk_id,
+            on_batch=on_batch if out or NGRAM_DIR.value else None,
+            progress=progress,
+        )
     summary = {"perplexity": result.perplexity, "tokens": result.tokens, "oov_rate": result.oov_rate}
     if NGRAM_DIR.value:
         summary["mixture"] = mix_with_ngram(config, vocab, model, split, np.exp(-np.concatenate(nll_parts)), progress)
@@ -96,8 +95,7 @@ def mix_with_ngram(config, vocab, model, split, eval_probs, progress=False):
 
     # The weights are always fitted on the valid split of the model's own corpus (or of the corpus flags given).
     valid = corpus_flags.corpus_from_flags(run_dir.RunDir(MODEL_DIR.value).read_corpus())["valid"]
-    with contextlib.redirect_stdout(sys.stderr):  # the bar, as in main
-        valid_probs = scoring.token_probabilities(model, eval_dataset(valid, vocab, config), progress)
+    valid_probs = scoring.token_probabilities(model, eval_dataset(valid, vocab, config), progress)
     probs = {"valid": valid_probs, "eval": eval_probs}
     return network_mixture.fit_and_score(
         probs, {"valid": valid, "eval": split}, vocab, NGRAM_DIR.value, MODEL_DIR.value, "eval"

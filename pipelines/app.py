@@ -144,15 +144,10 @@ def guarded(
             fail(f"unexpected arguments {argv[1:]}; every option is a --flag.", 2)
         interrupts.install()  # a Ctrl-C that Python drops (raised inside a __del__) is raised again
         try:
-            if check is None:
-                if tensorflow:
-                    import_tensorflow_quietly()
-                main(argv)
-            else:
-                checked = check()
-                if tensorflow:
-                    import_tensorflow_quietly()
-                main(argv, checked)
+            args = (argv,) if check is None else (argv, check())
+            if tensorflow:
+                import_tensorflow_quietly()
+            main(*args)
         except USER_ERRORS as e:
             fail(str(e))
         except KeyboardInterrupt:

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import math
+import sys
 from collections.abc import Callable
 
 import keras
@@ -69,7 +71,8 @@ def score(
     """Sums -ln P over `dataset`'s (context, target) batches, in order.
 
     `on_batch(targets, nll)` sees every batch (for per-token output). `progress`: a Keras progress bar of
-    the batches on stdout (the dataset's cardinality as its end, when known).
+    the batches on stderr, so that stdout keeps a binary's results (the dataset's cardinality as its end,
+    when known).
     """
     batch_nll = batch_nll or nll_function(model)
     batches = int(dataset.cardinality())
@@ -84,7 +87,8 @@ def score(
         if on_batch is not None:
             on_batch(targets, nll)
         if bar is not None:
-            bar.update(step, finalize=step == batches)
+            with contextlib.redirect_stdout(sys.stderr):  # Keras draws it on stdout
+                bar.update(step, finalize=step == batches)
     return Score(total, tokens, unk)
 
 
