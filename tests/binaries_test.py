@@ -263,18 +263,9 @@ def test_model_dir_of_another_config_is_refused_and_left_intact(trained, data):
     assert open(os.path.join(model_dir, "metrics.json")).read() == before
 
 
-def _start_train(model_dir, data, epochs):
-    env = dict(os.environ, NLTK_DATA=helpers.SHARED_NLTK)
-    args = [
-        sys.executable,
-        "-m",
-        "nplm_tf.train",
-        f"--model_dir={model_dir}",
-        f"--epochs={epochs}",
-        "--patience=99",
-        *TINY,
-        *data[1],
-    ]
+def _start_interruptible(module, *args, env=None, **popen):
+    """`python -m module args` in the background, stdout and stderr piped, able to take a Ctrl-C (SIGINT)."""
+    env = dict(os.environ, NLTK_DATA=helpers.SHARED_NLTK, **(env or {}))
     # A child inherits an ignored SIGINT, and Python then installs no KeyboardInterrupt handler: the suite run
     # as a background job of a non-interactive shell (POSIX ignores SIGINT and SIGQUIT there) sent its Ctrl-C
     # into the void and the child trained on. A handler set here is reset to the default at exec, as in a
@@ -282,10 +273,20 @@ def _start_train(model_dir, data, epochs):
     previous = signal.signal(signal.SIGINT, signal.default_int_handler)
     try:
         return subprocess.Popen(
-            args, cwd=helpers.ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+            [sys.executable, "-m", module, *args],
+            cwd=helpers.ROOT,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            **popen,
         )
     finally:
         signal.signal(signal.SIGINT, previous)
+
+
+def _start_train(model_dir, data, epochs):
+    args = [f"--model_dir={model_dir}", f"--epochs={epochs}", "--patience=99", *TINY, *data[1]]
+    return _start_interruptible("nplm_tf.train", *args, text=True)
 
 
 def _wait_for_epochs(model_dir, proc, count, timeout=240):
@@ -302,15 +303,8 @@ def test_an_interrupted_tool_does_not_talk_of_resuming(trained):
     # Only the binaries that train resume; query, interrupted while it waits for input, just says so.
     import select
 
-    env = dict(os.environ, NLTK_DATA=helpers.SHARED_NLTK, PYTHONUNBUFFERED="1")
-    args = [sys.executable, "-m", "nplm_tf.query", f"--model_dir={trained[0]}", "--batch_lines=1"]
-    previous = signal.signal(signal.SIGINT, signal.default_int_handler)  # see _start_train
-    try:
-        proc = subprocess.Popen(
-            args, cwd=helpers.ROOT, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE
-        )
-    finally:
-        signal.signal(signal.SIGINT, previous)
+    args = [f"--model_dir={trained[0]}", "--batch_lines=1"]
+    proc = _start_interruptible("nplm_tf.query", *args, env={"PYTHONUNBUFFERED": "1"}, stdin=subprocess.PIPE)
     try:
         proc.stdin.write(b"the cat\n")
         proc.stdin.flush()
