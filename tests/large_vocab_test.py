@@ -456,9 +456,15 @@ def test_bad_input_is_one_sentence_and_touches_nothing(case, files_flags, tmp_pa
     assert (model_dir / "keep.txt").read_text() == "written before"
 
 
-def test_a_tail_ngram_of_another_order_is_refused_before_anything_is_written(files_flags, tmp_path):
-    ngram_dir = tmp_path / "kn2"
-    built = helpers.run_binary("nplm_tf.ngram", f"--output={ngram_dir}", "--order=2", "--min_count=1", *files_flags[0])
+@pytest.mark.parametrize(
+    "order, remedy",
+    [(2, "pass --tail_ngram_order=2 to use it"), (4, "a tail n-gram's order is at most n = 3 (--order)")],
+)
+def test_a_tail_ngram_of_another_order_is_refused_before_anything_is_written(order, remedy, files_flags, tmp_path):
+    ngram_dir = tmp_path / f"kn{order}"
+    built = helpers.run_binary(
+        "nplm_tf.ngram", f"--output={ngram_dir}", f"--order={order}", "--min_count=1", *files_flags[0]
+    )
     assert built.returncode == 0, built.stderr[-2000:]
     model_dir = tmp_path / "m"
     flags = [
@@ -470,8 +476,14 @@ def test_a_tail_ngram_of_another_order_is_refused_before_anything_is_written(fil
         f"--ngram_dir={ngram_dir}",
     ]
     refused = helpers.run_binary("nplm_tf.train", *flags)  # TINY's order 3: the tail's default K is 3
-    helpers.assert_one_sentence(refused, f"the n-gram in {ngram_dir} has order 2, not tail_ngram_order=3.")
+    helpers.assert_one_sentence(
+        refused,
+        f"the n-gram in {ngram_dir} has order {order}, but the tail's is K = 3 (--tail_ngram_order; 0: min(4, n)); "
+        f"{remedy}.",
+    )
     assert not model_dir.exists()
+    if order > 3:
+        return
     accepted = helpers.run_binary("nplm_tf.train", *flags, "--tail_ngram_order=2")  # not judged by a half-set-up run
     assert accepted.returncode == 0, accepted.stderr[-2000:]
     assert sorted(os.listdir(model_dir / "tail_ngram")) == ["ngram.npz", "vocab.tsv"]

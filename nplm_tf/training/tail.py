@@ -83,7 +83,15 @@ def check_kneser_ney(model, where: str) -> None:
 def check_tail_model(model, config: Config, where: str) -> None:
     check_kneser_ney(model, where)
     if model.order != config.tail_order:
-        raise ConfigError(f"the n-gram in {where} has order {model.order}, not tail_ngram_order={config.tail_order}.")
+        remedy = (
+            f"pass --tail_ngram_order={model.order} to use it"
+            if model.order <= config.order
+            else f"a tail n-gram's order is at most n = {config.order} (--order)"
+        )
+        raise ConfigError(
+            f"the n-gram in {where} has order {model.order}, but the tail's is K = {config.tail_order} "
+            f"(--tail_ngram_order; 0: min(4, n)); {remedy}."
+        )
 
 
 def load_tail(run: RunDir, config: Config) -> ShortListTail | NetworkTail | None:
