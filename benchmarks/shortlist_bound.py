@@ -39,18 +39,6 @@ TAIL_ORDER = flags.DEFINE_integer(
 SPLIT = flags.DEFINE_enum("split", "test", ["valid", "test"], "The split to score.")
 
 
-def positive_ints(flag) -> list[int]:
-    from pipelines.errors import UserError
-
-    try:
-        values = [int(v) for v in flag.value]
-    except ValueError:
-        values = []
-    if not values or min(values) < 1:
-        raise UserError(f"--{flag.name}={','.join(flag.value)} must be a comma-separated list of positive integers.")
-    return sorted(set(values))
-
-
 def check() -> tuple[list[int], list[int]]:
     """The list sizes and bin counts, checked against the run's vocabulary before TensorFlow loads."""
     from nplm_tf import run_dir
@@ -62,9 +50,10 @@ def check() -> tuple[list[int], list[int]]:
     if run.read_config().shortlist:
         raise UserError(f"{MODEL_DIR.value} is a short-list run; the bound needs a full-softmax model to start from.")
     vocab_size = run.load_vocab().size
-    list_sizes, bins = positive_ints(SHORTLISTS), positive_ints(TAIL_BINS)
-    if list_sizes[-1] >= vocab_size:
-        raise UserError(f"--shortlists has {list_sizes[-1]:,}, which is not smaller than |V| = {vocab_size:,}.")
+    bins = app.positive_ints(TAIL_BINS)
+    list_sizes = app.positive_ints(SHORTLISTS, vocab_size)
+    if not list_sizes or not bins:
+        raise UserError(f"--{(SHORTLISTS if not list_sizes else TAIL_BINS).name} needs at least one value.")
     if bins[-1] > vocab_size - list_sizes[-1]:
         raise UserError(
             f"--tail_bins has {bins[-1]:,}, more than the {vocab_size - list_sizes[-1]:,} tail words of N = "

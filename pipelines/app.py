@@ -56,6 +56,20 @@ def define_path(name: str, default: str | None, help: str, **kwargs) -> flags.Fl
     return flags.DEFINE(_PathParser(), name, default, help, serializer=flags.ArgumentSerializer(), **kwargs)
 
 
+def positive_ints(flag: flags.FlagHolder, vocab_size: int | None = None) -> list[int]:
+    """A list flag's values (`--shortlists=2000,4000`) sorted without repeats: positive integers, each
+    smaller than |V| = `vocab_size` when that is given. An empty list stays empty."""
+    try:
+        values = sorted({int(v) for v in flag.value})
+    except ValueError:
+        values = [0]
+    if values and values[0] < 1:
+        raise UserError(f"--{flag.name}={','.join(flag.value)} must be a comma-separated list of positive integers.")
+    if vocab_size is not None and values and values[-1] >= vocab_size:
+        raise UserError(f"--{flag.name} has {values[-1]:,}, which is not smaller than |V| = {vocab_size:,}.")
+    return values
+
+
 def fail(message: str, code: int = 1) -> None:
     print(f"error: {message}", file=sys.stderr, flush=True)
     sys.exit(code)

@@ -22,13 +22,7 @@ def check():
     """The flag values, and the corpus they name (its files exist), before TensorFlow loads."""
     if MIN_COUNT.value < 1:
         raise UserError(f"min_count={MIN_COUNT.value} must be at least 1.")
-    try:
-        shortlists = [int(n) for n in SHORTLISTS.value]
-    except ValueError:
-        raise UserError(f"shortlists={SHORTLISTS.value} must be integers.") from None
-    if any(n < 1 for n in shortlists):
-        raise UserError(f"shortlists={shortlists} must be positive.")
-    return corpus_flags.corpus_from_flags(), shortlists
+    return corpus_flags.corpus_from_flags(), app.positive_ints(SHORTLISTS)
 
 
 def main(argv, checked):
@@ -36,9 +30,7 @@ def main(argv, checked):
 
     corpus, shortlists = checked
     vocab = vocabulary.build(corpus["train"], MIN_COUNT.value)
-    too_large = [n for n in shortlists if n >= vocab.size]
-    if too_large:
-        raise UserError(f"shortlists {too_large} must be smaller than |V| = {vocab.size:,}.")
+    app.positive_ints(SHORTLISTS, vocab.size)
     known = set(vocab.words[2:])  # a literal </s> or <unk> in the text is unknown, as in training
     summary = {"corpus": corpus.name, "vocab_size": vocab.size, "tokens": {}, "lines": {}, "oov_rate": {}}
     if shortlists:

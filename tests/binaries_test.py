@@ -110,10 +110,11 @@ def test_describe_reports_the_tail_share_of_each_short_list(tmp_path):
         "4": {"train": 1 / 7, "valid": 1 / 5, "test": 0.0},
     }
     assert out["oov_rate"]["valid"] == 2 / 5
-    helpers.assert_one_sentence(
-        helpers.run_binary("pipelines.describe", *corpus, "--shortlists=5"),
-        "shortlists [5] must be smaller than |V| = 5.",
-    )
+    for flag, message in [  # the same sentences as benchmarks.shortlist_bound's
+        ("--shortlists=3,5", "--shortlists has 5, which is not smaller than |V| = 5."),
+        ("--shortlists=3,x", "--shortlists=3,x must be a comma-separated list of positive integers."),
+    ]:
+        helpers.assert_one_sentence(helpers.run_binary("pipelines.describe", *corpus, flag), message)
 
 
 def test_a_second_training_process_in_the_same_directory_is_refused_until_the_first_ends(data, tmp_path):
@@ -354,7 +355,11 @@ def test_interrupted_training_resumes(sig, code, data, tmp_path):
             "the interpolated model is a trigram; use --order=3 (got 5).",
         ),
         ("pipelines.describe", ["--min_count=0"], "min_count=0 must be at least 1."),
-        ("pipelines.describe", ["--shortlists=0"], "shortlists=[0] must be positive."),
+        (
+            "pipelines.describe",
+            ["--shortlists=0"],
+            "--shortlists=0 must be a comma-separated list of positive integers.",
+        ),
         ("benchmarks.brown", ["--model_dir=OUT", "--shortlist=-1"], "shortlist=-1 must be >= 0"),
         ("benchmarks.pipeline", ["--repeat=0"], "repeat=0 must be at least 1."),
         # Flags absl itself cannot parse: one sentence too, not absl's "FATAL Flags parsing error" and a hint.

@@ -100,6 +100,7 @@ def test_the_binary_prints_each_modes_perplexity_against_the_full_softmaxs(full_
         (["--shortlists=0"], "--shortlists=0 must be a comma-separated list of positive integers"),
         (["--tail_bins=x"], "--tail_bins=x must be a comma-separated list of positive integers"),
         (["--shortlists=5,999"], "--shortlists has 999, which is not smaller than |V| = "),
+        (["--shortlists="], "--shortlists needs at least one value"),
         (["--shortlists=5", "--tail_bins=1,999"], "--tail_bins has 999, more than the "),
         (["--tail_ngram_order=-1"], "--tail_ngram_order=-1 must be 0 (train's default) or a positive order"),
     ],
