@@ -394,6 +394,35 @@ def test_a_short_list_model_resumes_exports_and_serves_evaluates_probabilities(t
     helpers.check_top_k_generation(served, "the cat", k=4)  # drawn among the ranked words, no dense distribution
     helpers.check_sampled_generation(served, "the cat")  # temperature 1, every word: drawn from the parts
 
+    # The shell tools read the same model: query's log10 P of each word is evaluate's, and generate prints the
+    # export's texts for the same seed, sampling (top_k 0) and among the 4 best.
+    env = dict(os.environ, NLTK_DATA=helpers.SHARED_NLTK)
+    query = [sys.executable, "-m", "nplm_tf.query", f"--model_dir={model_dir}"]
+    queried = subprocess.run(
+        query, input="\n".join(lines) + "\n", cwd=helpers.ROOT, env=env, capture_output=True, text=True
+    )
+    assert queried.returncode == 0, queried.stderr[-3000:]
+    log10 = [
+        float(field.split(" ")[-1])
+        for line in queried.stdout.splitlines()
+        if "Total:" in line
+        for field in line.split("\t")[:-1]
+    ]
+    np.testing.assert_allclose(log10, [float(line.split("\t")[2]) for line in open(per_token)], rtol=1e-5, atol=1e-6)
+    for top_k in (0, 4):
+        flags = ["--prompt=the cat", "--seed=5", "--num_samples=3", "--max_tokens=8", f"--top_k={top_k}"]
+        generated = helpers.run_binary("nplm_tf.generate", f"--model_dir={model_dir}", *flags)
+        assert generated.returncode == 0, generated.stderr[-3000:]
+        texts = served.signatures["generate"](
+            prompt=tf.constant(["the cat"] * 3),
+            max_tokens=tf.constant(8),
+            temperature=tf.constant(1.0),
+            top_k=tf.constant(top_k),
+            seed=tf.constant(5, tf.int64),
+            allow_unk=tf.constant(False),
+        )["text"].numpy()
+        assert generated.stdout.splitlines() == [text.decode() for text in texts]
+
 
 def bad_cases(root):
     small = helpers.write_lines(str(root / "small.dict"), ["not a dictionary"])
