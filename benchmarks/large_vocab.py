@@ -171,10 +171,7 @@ def check_flags() -> tuple[dict[str, dict], list[str]]:
     files.check_output_dir("output", OUTPUT.value)
     if README.value:
         readme_page(README.value)
-    try:
-        every = variants([int(n) for n in SHORTLISTS.value], NUM_SAMPLED.value)
-    except ValueError:
-        raise ConfigError(f"shortlists={SHORTLISTS.value} must be integers.") from None
+    every = variants(app.positive_ints(SHORTLISTS), NUM_SAMPLED.value)
     names = NAMES.value or list(every)
     unknown = sorted(set(names) - set(every))
     if unknown:
