@@ -54,6 +54,9 @@ def test_serving_bad_flags_are_one_sentence(flags, message, tmp_path):
         (["--rounds=0"], "rounds=0 must be at least 1 and at most requests=500 and batches=40"),
         (["--batches=3"], "rounds=5 must be at least 1 and at most requests=500 and batches=3"),
         (["--shortlists=4000,0"], "--shortlists=4000,0 must be a comma-separated list of positive integers."),
+        (["--num_sampled=0"], "num_sampled=0 must be positive."),  # the sampled variants ran last, hours in
+        (["--min_count=0"], "min_count=0 must be"),
+        (["--shortlists=4000,20000"], "shortlist=20000 must be smaller than |V| = 14,118"),  # Brown's, before training
         (["--serve_only"], "--serve_only needs a finished run of"),
         # checked before hours of training, not when the table is ready
         (["--readme=/no/such/README.md"], "--readme=/no/such/README.md is not a file; give benchmarks/README.md"),
