@@ -139,13 +139,19 @@ def recorded(names: list[str]) -> tuple[dict, int]:
     return {name: {k: v for k, v in saved[name].items() if k != "serving"} for name in names}, vocab_size
 
 
+def base_config():
+    """What every variant shares: the defaults at --min_count, and patience beyond the last epoch."""
+    from nplm_tf.config import Config
+
+    return Config(min_count=MIN_COUNT.value, patience=EPOCHS.value + 1)
+
+
 def train_in_turn(names: list[str], every: dict[str, dict], corpus) -> tuple[dict, int]:
     """Trains every variant one epoch at a time, in turn; returns what each epoch recorded, and |V|."""
-    from nplm_tf.config import Config
     from nplm_tf.training import trainer
     from pipelines import vocabulary
 
-    base = Config(min_count=MIN_COUNT.value, patience=EPOCHS.value + 1)
+    base = base_config()
     vocab_size = vocabulary.build(corpus["train"], MIN_COUNT.value).size
     for name in names:  # every variant's N and K against |V| before the first one trains
         base.replace(**every[name]).check_vocab_size(vocab_size)
@@ -168,7 +174,7 @@ def train_in_turn(names: list[str], every: dict[str, dict], corpus) -> tuple[dic
 def check_flags() -> tuple[dict[str, dict], list[str]]:
     """Every variant's changes and the names to run, once the flag values are checked (without TensorFlow:
     `app.run` calls it first)."""
-    from nplm_tf.config import Config, ConfigError
+    from nplm_tf.config import ConfigError
     from pipelines import files
 
     files.check_output_dir("output", OUTPUT.value)
@@ -183,7 +189,7 @@ def check_flags() -> tuple[dict[str, dict], list[str]]:
         )
     if EPOCHS.value < 1:
         raise ConfigError(f"epochs={EPOCHS.value} must be at least 1.")
-    base = Config(min_count=MIN_COUNT.value, patience=EPOCHS.value + 1)
+    base = base_config()
     for name in names:  # each variant's settings, as train would check them
         base.replace(**every[name])
     if not 1 <= ROUNDS.value <= min(REQUESTS.value, BATCHES.value):
