@@ -77,3 +77,16 @@ def test_brown_matches_kenlm_lmplz():
         model = kn.KneserNey(train, order, vocab.size)
         got = [math.exp(-np.log(model.token_probabilities(d)).mean()) for d in (valid, test)]
         assert got == pytest.approx(expected, abs=0.006), order
+
+
+def test_ids_are_int32_where_they_fit_and_stay_so_in_the_saved_state(tmp_path):
+    """Context, word and suffix ids take 4 bytes each (keys, multiplied when looked up, stay int64)."""
+    model = small(3)
+    np.savez(tmp_path / "state.npz", **model.get_state())
+    loaded = kn.KneserNey.from_state(np.load(tmp_path / "state.npz"))
+    for k in range(1, 4):
+        for m in (model, loaded):
+            o = m.orders[k]
+            assert (o.context.dtype, o.word.dtype, o.suffix.dtype, o.keys.dtype) == (np.int32,) * 3 + (np.int64,)
+    assert kn.index_array(np.array([-1, 2**31 - 1])).dtype == np.int32
+    assert kn.index_array(np.array([-1, 2**31])).dtype == np.int64  # ids past int32 are kept whole

@@ -35,6 +35,13 @@ class NgramError(UserError):
     """The n-gram model cannot be built or used as asked."""
 
 
+def index_array(ids: np.ndarray) -> np.ndarray:
+    """An n-gram's context, word or suffix ids as int32 when they fit (12 of the 64 bytes an n-gram holds, in
+    memory and in `ngram.npz`), else int64. They index arrays and are never multiplied: keys stay int64."""
+    fits = ids.size == 0 or (int(ids.min()) >= -1 and int(ids.max()) <= np.iinfo(np.int32).max)
+    return ids.astype(np.int32) if fits else ids
+
+
 class KneserNey:
     """An interpolated modified Kneser-Ney model of order `order` over ids 0 .. V-1.
 
@@ -75,9 +82,9 @@ class KneserNey:
         orders.append(
             Order(
                 unigram_keys,
-                np.zeros(self.base, np.int64),
-                unigram_keys.copy(),
-                np.full(self.base, -1, np.int64),
+                index_array(np.zeros(self.base, np.int64)),
+                index_array(unigram_keys),
+                index_array(np.full(self.base, -1, np.int64)),
                 np.zeros(self.base),
                 (0.0, 0.0, 0.0),
             )
@@ -95,9 +102,9 @@ class KneserNey:
             orders.append(
                 Order(
                     unique,
-                    unique // self.base,
-                    unique % self.base,
-                    ids[k - 1][first],
+                    index_array(unique // self.base),
+                    index_array(unique % self.base),
+                    index_array(ids[k - 1][first]),
                     np.zeros(unique.size),
                     (0.0, 0.0, 0.0),
                 )
