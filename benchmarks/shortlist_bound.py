@@ -50,10 +50,8 @@ def check() -> tuple[list[int], list[int]]:
     if run.read_config().shortlist:
         raise UserError(f"{MODEL_DIR.value} is a short-list run; the bound needs a full-softmax model to start from.")
     vocab_size = run.load_vocab().size
-    bins = app.positive_ints(TAIL_BINS)
-    list_sizes = app.positive_ints(SHORTLISTS, vocab_size)
-    if not list_sizes or not bins:
-        raise UserError(f"--{(SHORTLISTS if not list_sizes else TAIL_BINS).name} needs at least one value.")
+    bins = app.positive_ints(TAIL_BINS, required=True)
+    list_sizes = app.positive_ints(SHORTLISTS, vocab_size, required=True)
     if bins[-1] > vocab_size - list_sizes[-1]:
         raise UserError(
             f"--tail_bins has {bins[-1]:,}, more than the {vocab_size - list_sizes[-1]:,} tail words of N = "

@@ -56,15 +56,20 @@ def define_path(name: str, default: str | None, help: str, **kwargs) -> flags.Fl
     return flags.DEFINE(_PathParser(), name, default, help, serializer=flags.ArgumentSerializer(), **kwargs)
 
 
-def positive_ints(flag: flags.FlagHolder, vocab_size: int | None = None) -> list[int]:
+def positive_ints(flag: flags.FlagHolder, vocab_size: int | None = None, required: bool = False) -> list[int]:
     """A list flag's values (`--shortlists=2000,4000`) sorted without repeats: positive integers, each
-    smaller than |V| = `vocab_size` when that is given. An empty list stays empty."""
+    smaller than |V| = `vocab_size` when that is given. An empty list stays empty unless `required`."""
+    not_positive = UserError(
+        f"--{flag.name}={','.join(flag.value)} must be a comma-separated list of positive integers."
+    )
     try:
         values = sorted({int(v) for v in flag.value})
     except ValueError:
-        values = [0]
+        raise not_positive from None
     if values and values[0] < 1:
-        raise UserError(f"--{flag.name}={','.join(flag.value)} must be a comma-separated list of positive integers.")
+        raise not_positive
+    if required and not values:
+        raise UserError(f"--{flag.name} needs at least one value.")
     if vocab_size is not None and values and values[-1] >= vocab_size:
         raise UserError(f"--{flag.name} has {values[-1]:,}, which is not smaller than |V| = {vocab_size:,}.")
     return values
