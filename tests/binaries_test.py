@@ -142,7 +142,10 @@ def test_a_second_training_process_in_the_same_directory_is_refused_until_the_fi
     assert resumed.returncode == 0, resumed.stderr[-3000:]
 
 
-def test_mirrored_strategy_with_two_cpu_devices_matches_one_device(data, tmp_path):
+@pytest.mark.parametrize(
+    "model", [[], ["--shortlist=8"], ["--shortlist=8", "--tail=network"]], ids=["full", "class_tail", "network_tail"]
+)
+def test_mirrored_strategy_with_two_cpu_devices_matches_one_device(model, data, tmp_path):
     results = {}
     for strategy, devices in (("default", 1), ("mirrored", 2)):
         result = helpers.run_binary(
@@ -150,6 +153,7 @@ def test_mirrored_strategy_with_two_cpu_devices_matches_one_device(data, tmp_pat
             f"--model_dir={tmp_path / strategy}",
             "--epochs=2",
             *TINY,
+            *model,
             *data[1],
             f"--strategy={strategy}",
             f"--num_cpu_devices={devices}",

@@ -3,6 +3,7 @@
 import fcntl
 import glob
 import json
+import math
 import os
 import signal
 import subprocess
@@ -134,6 +135,32 @@ def test_a_killed_worker_and_a_restarted_job_resume_from_the_checkpoint(corpus, 
     for a, b in zip(history(two_workers), records[:2]):
         assert b["valid_perplexity"] == pytest.approx(a["valid_perplexity"], rel=1e-5)
     assert json.load(open(os.path.join(model_dir, "metrics.json")))["config"]["epochs"] == 3
+
+
+def test_two_workers_train_a_short_list_as_one_process_does(corpus, tmp_path):
+    flags = ["--shortlist=8", "--tail=backoff"]  # windows whose target is in the tail are masked out
+    one = str(tmp_path / "one")
+    result = helpers.run_binary(
+        "nplm_tf.train", "--strategy=multi_worker", f"--model_dir={one}", "--epochs=2", *TINY, *flags, *corpus
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    two = str(tmp_path / "two")
+    finish(start_workers(two, 2, corpus, extra=flags)[0])
+    for a, b in zip(history(one), history(two), strict=True):
+        assert b["train_loss"] == pytest.approx(a["train_loss"], rel=1e-5)
+        assert b["valid_perplexity"] == pytest.approx(a["valid_perplexity"], rel=1e-5)
+
+
+def test_two_workers_train_with_a_sampled_loss(corpus, tmp_path):
+    # Each worker gathers the output rows of its batch's targets and noise words; their gradients are
+    # all-gathered, which failed ("Shape mismatch in the collective instance") when the workers' counts of
+    # distinct rows differed.
+    model_dir = str(tmp_path / "nce")
+    finish(start_workers(model_dir, 2, corpus, extra=["--loss=nce", "--num_sampled=6"])[0])
+    valid = [record["valid_perplexity"] for record in history(model_dir)]
+    assert len(valid) == 2 and valid[1] < valid[0] < 20  # |V| = 20: better than uniform, and improving
+    metrics = json.load(open(os.path.join(model_dir, "metrics.json")))
+    assert metrics["workers"] == 2 and math.isfinite(metrics["valid_log_normalizer"]["mean"])
 
 
 def test_local_sgd_on_one_worker_is_synchronous_training(corpus, one_process, tmp_path):

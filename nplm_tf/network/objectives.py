@@ -186,7 +186,13 @@ class Sampled(Objective):
             distortion=NOISE_DISTORTION,
             unigrams=self.unigrams,
         )
-        ids, index = tf.unique(tf.concat([target, tf.cast(sampled, tf.int64)], axis=0))
+        pooled = tf.concat([target, tf.cast(sampled, tf.int64)], axis=0)  # (B + K,)
+        ids, index = tf.unique(pooled)
+        distinct = tf.size(ids)
+        if isinstance(tf.distribute.get_strategy(), tf.distribute.MultiWorkerMirroredStrategy):
+            # B + K rows on every worker (the distinct ones, then the first again, which no index names): the
+            # rows' gradients are all-gathered, which fails when their lengths differ between workers.
+            ids = tf.concat([ids, tf.fill([tf.size(pooled) - distinct], ids[0])], axis=0)
         used = tf.concat([tf.gather(w, ids) for w in rows], axis=1)  # (U, D) only the rows in use
         bias = tf.gather(layer.b, ids)  # (U,)
         true_rows = tf.gather(used, index[:batch])  # (B, D)
@@ -202,7 +208,7 @@ class Sampled(Objective):
             hit = tf.equal(target[:, None], tf.cast(sampled, tf.int64)[None, :])  # a noise word that is the target
             noise_logits = tf.where(hit, tf.constant(-1e30, tf.float32), noise_logits)
             nll = tf.reduce_logsumexp(tf.concat([true_logit[:, None], noise_logits], axis=1), axis=1) - true_logit
-        regularization += layer.weight_decay * tf.reduce_sum(tf.square(used))  # the output rows in use
+        regularization += layer.weight_decay * tf.reduce_sum(tf.square(used[:distinct]))  # each row once
         return nll, regularization
 
 
