@@ -120,6 +120,12 @@ class Config:
         )
         _check(self.num_sampled > 0, "num_sampled", self.num_sampled, "must be positive")
         _check(
+            self.loss == "softmax" or not self.jit_compile,
+            "jit_compile",
+            self.jit_compile,
+            f"cannot compile a sampled loss (loss={self.loss!r}): TensorFlow's candidate samplers have no XLA kernel",
+        )
+        _check(
             not self.balance_workers or self.sync_every > 1,
             "balance_workers",
             self.balance_workers,

@@ -448,6 +448,8 @@ def bad_cases(root):
         "ngram_vocab": (["--shortlist=5", f"--ngram_dir={other}"], "has another vocabulary (3 types) than the network"),
         "no_samples": (["--loss=nce", "--num_sampled=0"], "num_sampled=0 must be positive"),
         "too_many_samples": (["--loss=nce", "--num_sampled=20"], "num_sampled=20 must be smaller than |V| = 20"),
+        # once a tf2xla traceback after config.json, corpus.json and vocab.tsv were written
+        "jit_sampled": (["--loss=nce", "--jit_compile"], "jit_compile=True cannot compile a sampled loss (loss='nce')"),
         "gcide": (
             ["--corpus=gcide", f"--gcide_path={small}", f"--gcide_cache={root / 'c'}"],
             "is not a dictd dictionary file",
@@ -469,6 +471,7 @@ def bad_cases(root):
         "ngram_vocab",
         "no_samples",
         "too_many_samples",
+        "jit_sampled",
         "gcide",
     ],
 )
