@@ -137,8 +137,9 @@ def test_a_killed_worker_and_a_restarted_job_resume_from_the_checkpoint(corpus, 
     assert json.load(open(os.path.join(model_dir, "metrics.json")))["config"]["epochs"] == 3
 
 
-def test_two_workers_train_a_short_list_as_one_process_does(corpus, tmp_path):
-    flags = ["--shortlist=8", "--tail=backoff"]  # windows whose target is in the tail are masked out
+@pytest.mark.parametrize("tail", ["backoff", "network"])  # a masked Keras loss; a custom objective
+def test_two_workers_train_a_short_list_as_one_process_does(tail, corpus, tmp_path):
+    flags = ["--shortlist=8", f"--tail={tail}"]
     one = str(tmp_path / "one")
     result = helpers.run_binary(
         "nplm_tf.train", "--strategy=multi_worker", f"--model_dir={one}", "--epochs=2", *TINY, *flags, *corpus
