@@ -23,13 +23,15 @@ _STAGING = re.compile(r"^\.[^/]*\.tmp-")  # a directory being written before its
 
 
 def temporary_name(path: str) -> str:
-    """The name `path` is written under until it is complete.
+    """The name `path` is written under until it is complete: `.tmp-PID-NAME`.
 
     It keeps the file's suffix, which some writers check or add (Keras's
-    `.weights.h5` and `.keras`, numpy's `.npz`, matplotlib's `.png`).
+    `.weights.h5` and `.keras`, numpy's `.npz`, matplotlib's `.png`), and
+    names the process, so that two processes writing one path (the workers of
+    a job converting GCIDE into one cache) never write into one file.
     """
     directory, name = os.path.split(path)
-    return os.path.join(directory, TMP_PREFIX + name)
+    return os.path.join(directory, f"{TMP_PREFIX}{os.getpid()}-{name}")
 
 
 @contextlib.contextmanager
@@ -121,7 +123,7 @@ def read_json(path: str):
 def remove_stale_temporaries(directory: str) -> list[str]:
     """Removes what interrupted writers (kill -9, power loss) left under `directory`; returns the paths.
 
-    Only this module's temporary names (`.tmp-NAME`) and staging directories
+    Only this module's temporary names (`.tmp-PID-NAME`) and staging directories
     (`.NAME.tmp-XXXX`) are touched. Call it only where no other process is
     writing into `directory` (a run's chief, at its start).
     """

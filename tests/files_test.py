@@ -1,6 +1,8 @@
 """pipelines.files: a write that fails or is interrupted never damages the previous file."""
 
+import multiprocessing
 import os
+import time
 
 import numpy as np
 import pytest
@@ -53,6 +55,37 @@ def test_the_temporary_name_keeps_the_suffix_writers_check(tmp_path):
         np.testing.assert_array_equal(f["a"], [0, 1, 2])
     assert files.temporary_name(str(tmp_path / "best.weights.h5")).endswith(".weights.h5")
     assert os.path.dirname(files.temporary_name(str(path))) == str(tmp_path)
+
+
+def _write_slowly(path, text, barrier, results):
+    try:
+        barrier.wait()
+        with files.atomic_output(path) as tmp, open(tmp, "w", encoding="utf-8") as f:
+            for line in text.splitlines(keepends=True):
+                f.write(line)
+                f.flush()
+                time.sleep(0.01)  # the other process opens and writes meanwhile
+        results.put("ok")
+    except BaseException as e:
+        results.put(repr(e))
+
+
+def test_two_processes_writing_one_path_each_leave_a_whole_file(tmp_path):
+    # Workers of a multi-worker run on one host convert GCIDE into one cache at once. With one temporary name
+    # for both, the second open truncated the first's file, and one process read an empty split or failed
+    # to rename a temporary the other had already renamed.
+    context = multiprocessing.get_context("fork")
+    barrier, results = context.Barrier(2), context.Queue()
+    path = str(tmp_path / "train.txt")
+    texts = ["".join(f"{who} line {i}\n" for i in range(20)) for who in ("first", "second")]
+    writers = [context.Process(target=_write_slowly, args=(path, text, barrier, results)) for text in texts]
+    for writer in writers:
+        writer.start()
+    for writer in writers:
+        writer.join(timeout=60)
+    assert sorted(results.get(timeout=5) for _ in writers) == ["ok", "ok"]
+    assert open(path, encoding="utf-8").read() in texts
+    assert listing(tmp_path) == ["train.txt"]
 
 
 def test_stale_temporaries_are_removed_and_nothing_else(tmp_path):
