@@ -74,7 +74,7 @@ def test_two_processes_writing_one_path_each_leave_a_whole_file(tmp_path):
     # Workers of a multi-worker run on one host convert GCIDE into one cache at once. With one temporary name
     # for both, the second open truncated the first's file, and one process read an empty split or failed
     # to rename a temporary the other had already renamed.
-    context = multiprocessing.get_context("fork")
+    context = multiprocessing.get_context("spawn")  # not fork: this process may hold TensorFlow's threads
     barrier, results = context.Barrier(2), context.Queue()
     path = str(tmp_path / "train.txt")
     texts = ["".join(f"{who} line {i}\n" for i in range(20)) for who in ("first", "second")]
