@@ -79,6 +79,22 @@ def history(model_dir):
         return [v for _, v in sorted(json.load(f).items(), key=lambda kv: int(kv[0]))]
 
 
+def train_one_process(model_dir, corpus, *extra):
+    """Two epochs under the multi-worker strategy in one process (a cluster of one)."""
+    result = helpers.run_binary(
+        "nplm_tf.train", "--strategy=multi_worker", f"--model_dir={model_dir}", "--epochs=2", *TINY, *extra, *corpus
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    return model_dir
+
+
+def assert_same_training(model_dir, other_dir):
+    """Every epoch's train loss and valid perplexity agree (rel 1e-5)."""
+    for a, b in zip(history(model_dir), history(other_dir), strict=True):
+        assert b["train_loss"] == pytest.approx(a["train_loss"], rel=1e-5)
+        assert b["valid_perplexity"] == pytest.approx(a["valid_perplexity"], rel=1e-5)
+
+
 @pytest.fixture(scope="module")
 def two_workers(corpus, tmp_path_factory):
     model_dir = str(tmp_path_factory.mktemp("two") / "model")
@@ -89,20 +105,13 @@ def two_workers(corpus, tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def one_process(corpus, tmp_path_factory):
-    one = str(tmp_path_factory.mktemp("one") / "model")
-    result = helpers.run_binary(
-        "nplm_tf.train", "--strategy=multi_worker", f"--model_dir={one}", "--epochs=2", *TINY, *corpus
-    )
-    assert result.returncode == 0, result.stderr[-3000:]
-    return one
+    return train_one_process(str(tmp_path_factory.mktemp("one") / "model"), corpus)
 
 
 def test_two_workers_train_to_the_same_loss_as_one_process(one_process, two_workers):
     single, double = history(one_process), history(two_workers)
     assert len(single) == len(double) == 2
-    for a, b in zip(single, double):
-        assert b["train_loss"] == pytest.approx(a["train_loss"], rel=1e-5)
-        assert b["valid_perplexity"] == pytest.approx(a["valid_perplexity"], rel=1e-5)
+    assert_same_training(one_process, two_workers)
     metrics = json.load(open(os.path.join(two_workers, "metrics.json")))
     assert metrics["workers"] == 2 and os.path.isfile(os.path.join(metrics["export"], "saved_model.pb"))
     assert not glob.glob(os.path.join(two_workers, ".checkpoints-worker-*"))  # scratch copies removed
@@ -140,16 +149,10 @@ def test_a_killed_worker_and_a_restarted_job_resume_from_the_checkpoint(corpus, 
 @pytest.mark.parametrize("tail", ["backoff", "network"])  # a masked Keras loss; a custom objective
 def test_two_workers_train_a_short_list_as_one_process_does(tail, corpus, tmp_path):
     flags = ["--shortlist=8", f"--tail={tail}"]
-    one = str(tmp_path / "one")
-    result = helpers.run_binary(
-        "nplm_tf.train", "--strategy=multi_worker", f"--model_dir={one}", "--epochs=2", *TINY, *flags, *corpus
-    )
-    assert result.returncode == 0, result.stderr[-3000:]
+    one = train_one_process(str(tmp_path / "one"), corpus, *flags)
     two = str(tmp_path / "two")
     finish(start_workers(two, 2, corpus, extra=flags)[0])
-    for a, b in zip(history(one), history(two), strict=True):
-        assert b["train_loss"] == pytest.approx(a["train_loss"], rel=1e-5)
-        assert b["valid_perplexity"] == pytest.approx(a["valid_perplexity"], rel=1e-5)
+    assert_same_training(one, two)
 
 
 def test_two_workers_train_with_a_sampled_loss(corpus, tmp_path):
@@ -165,20 +168,8 @@ def test_two_workers_train_with_a_sampled_loss(corpus, tmp_path):
 
 
 def test_local_sgd_on_one_worker_is_synchronous_training(corpus, one_process, tmp_path):
-    model_dir = str(tmp_path / "local1")
-    result = helpers.run_binary(
-        "nplm_tf.train",
-        "--strategy=multi_worker",
-        f"--model_dir={model_dir}",
-        "--epochs=2",
-        "--sync_every=4",
-        *TINY,
-        *corpus,
-    )
-    assert result.returncode == 0, result.stderr[-3000:]
-    for a, b in zip(history(one_process), history(model_dir), strict=True):
-        assert b["train_loss"] == pytest.approx(a["train_loss"], rel=1e-5)
-        assert b["valid_perplexity"] == pytest.approx(a["valid_perplexity"], rel=1e-5)
+    local = train_one_process(str(tmp_path / "local1"), corpus, "--sync_every=4")
+    assert_same_training(one_process, local)
 
 
 def local_sgd_copies(corpus_flags, workers, epochs):
