@@ -14,6 +14,7 @@ import json
 import os
 import re
 import shutil
+import time
 from typing import Callable, Iterator
 
 from pipelines.errors import UserError
@@ -141,4 +142,23 @@ def remove_stale_temporaries(directory: str) -> list[str]:
                 shutil.rmtree(path, ignore_errors=True)
                 removed.append(path)
                 dirs.remove(name)
+    return removed
+
+
+def remove_abandoned_temporaries(directory: str, idle_seconds: float = 3600.0) -> list[str]:
+    """Removes the temporary files (`.tmp-PID-NAME`) directly in `directory` that no one has written to for
+    `idle_seconds`; returns their paths.
+
+    For a directory that several processes, perhaps on several hosts, may be writing at once (the GCIDE
+    cache), where `remove_stale_temporaries` would delete a live writer's file: a writer's temporary is
+    modified as it is written, so one left untouched for an hour was left by a process that was killed.
+    """
+    removed = []
+    deadline = time.time() - idle_seconds
+    with contextlib.suppress(OSError):
+        for entry in os.scandir(directory):
+            with contextlib.suppress(OSError):
+                if entry.name.startswith(TMP_PREFIX) and entry.is_file() and entry.stat().st_mtime < deadline:
+                    os.remove(entry.path)
+                    removed.append(entry.path)
     return removed

@@ -23,6 +23,9 @@ the 20th to test, the rest to train.
 
 The text is made once per source file and cached as three UTF-8 files
 (`train.txt`, `valid.txt`, `test.txt`), which the window pipeline streams.
+Processes that find the cache incomplete all convert, each writing under its
+own temporary names; the temporaries a killed conversion leaves behind are
+removed by the next process to use the cache once they are an hour old.
 """
 
 from __future__ import annotations
@@ -153,6 +156,7 @@ def gcide_corpus(path: str = DEFAULT_PATH, cache_root: str = DEFAULT_CACHE) -> C
         read_entries(path)  # raises the error that says how to get it
     directory = cache_dir(path, cache_root)
     paths = {name: os.path.join(directory, f"{name}.txt") for name in SPLITS}
+    files.remove_abandoned_temporaries(directory)  # what a conversion killed mid-write left
     if not all(os.path.isfile(p) for p in paths.values()):
         try:  # before the conversion, which takes a minute
             made = files.make_directories(directory)

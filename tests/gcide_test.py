@@ -1,6 +1,8 @@
 """The GCIDE reader on small files in dictd's real format, written here."""
 
 import gzip
+import os
+import time
 
 import pytest
 
@@ -81,6 +83,22 @@ def test_the_corpus_is_cached_as_text_files_and_streams(tmp_path):
     with pytest.raises(corpus.CorpusError, match=f"^--gcide_cache={a_file} cannot hold the converted text"):
         gcide.gcide_corpus(path, str(a_file))  # once a NotADirectoryError, after the conversion
     assert a_file.read_text() == "keep me\n"
+
+
+def test_a_killed_conversions_temporaries_are_removed_once_an_hour_old(tmp_path):
+    path = write_dict(tmp_path / "gcide.dict.dz", [numbered(i) for i in range(40)])
+    directory = os.path.dirname(gcide.gcide_corpus(path, str(tmp_path / "cache"))["test"].files[0])
+    os.remove(os.path.join(directory, "test.txt"))  # killed while writing test.txt ...
+    abandoned = os.path.join(directory, ".tmp-4242-test.txt")
+    live = os.path.join(directory, ".tmp-4343-test.txt")  # ... and another process is writing it now
+    for name in (abandoned, live):
+        with open(name, "w") as f:
+            f.write("The entry")
+    two_hours_ago = time.time() - 7200
+    os.utime(abandoned, (two_hours_ago, two_hours_ago))
+    again = gcide.gcide_corpus(path, str(tmp_path / "cache"))
+    assert list(again["test"].iter_lines()) == ["The entry number 19 .\n", "The entry number 39 .\n"]
+    assert sorted(os.listdir(directory)) == [".tmp-4343-test.txt", "test.txt", "train.txt", "valid.txt"]
 
 
 def test_plain_dict_and_windows_1252_bytes_are_read(tmp_path):
