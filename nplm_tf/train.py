@@ -87,7 +87,8 @@ flags.DEFINE_integer(
 TAIL_NGRAM_DIR = app.define_path(
     "ngram_dir",
     None,
-    "With --shortlist: use this nplm_tf.ngram Kneser-Ney model for the tail (default: build one on train).",
+    "With --shortlist: use this nplm_tf.ngram Kneser-Ney model for the tail (default: build one on train); the "
+    "run keeps a copy, and continuing it with another is refused.",
 )
 flags.DEFINE_enum(
     "loss",

@@ -429,6 +429,9 @@ def bad_cases(root):
     other = root / "other_vocab"  # an n-gram directory of another corpus: refused on its vocabulary alone
     other.mkdir()
     (other / "vocab.tsv").write_text("</s>\t3\n<unk>\t0\nzebra\t2\n")
+    same_size = root / "same_size_vocab"  # as many words as the network's: once "another vocabulary (20 types)
+    same_size.mkdir()  # than the network (20)"
+    (same_size / "vocab.tsv").write_text("</s>\t3\n<unk>\t0\n" + "".join(f"w{i}\t2\n" for i in range(18)))
     return {
         "negative": (["--shortlist=-3"], "shortlist=-3 must be >= 0"),
         "too_long": (["--shortlist=20"], "shortlist=20 must be smaller than |V| = 20"),
@@ -446,6 +449,10 @@ def bad_cases(root):
         # once written after config.json, vocab.tsv and tail_ngram/: the next run was then judged against them
         "ngram_missing": (["--shortlist=5", f"--ngram_dir={root / 'nowhere'}"], "nowhere/vocab.tsv does not exist"),
         "ngram_vocab": (["--shortlist=5", f"--ngram_dir={other}"], "has another vocabulary (3 types) than the network"),
+        "ngram_vocab_size": (
+            ["--shortlist=5", f"--ngram_dir={same_size}"],
+            "has another vocabulary than the network (both 20 types, but id 2 is 'w0' there and 'the' in",
+        ),
         "no_samples": (["--loss=nce", "--num_sampled=0"], "num_sampled=0 must be positive"),
         "too_many_samples": (["--loss=nce", "--num_sampled=20"], "num_sampled=20 must be smaller than |V| = 20"),
         # once a tf2xla traceback after config.json, corpus.json and vocab.tsv were written
@@ -469,6 +476,7 @@ def bad_cases(root):
         "network_ngram",
         "ngram_missing",
         "ngram_vocab",
+        "ngram_vocab_size",
         "no_samples",
         "too_many_samples",
         "jit_sampled",
@@ -518,6 +526,25 @@ def test_a_tail_ngram_of_another_order_is_refused_before_anything_is_written(ord
         return
     accepted = helpers.run_binary("nplm_tf.train", *flags, "--tail_ngram_order=2")  # not judged by a half-set-up run
     assert accepted.returncode == 0, accepted.stderr[-2000:]
+    # Continued, the run scores with the tail it keeps: another --ngram_dir is refused, not silently ignored.
+    other = tmp_path / "kn2_of_train_and_valid"
+    both = ",".join(files_flags[1][name] for name in ("train", "valid"))
+    built = helpers.run_binary(
+        "nplm_tf.ngram", f"--output={other}", "--order=2", "--min_count=1", *files_flags[0], f"--train_files={both}"
+    )
+    assert built.returncode == 0, built.stderr[-2000:]
+    history = (model_dir / "history.json").read_text()
+    flags = [flag for flag in flags if not flag.startswith(("--ngram_dir=", "--epochs="))] + ["--tail_ngram_order=2"]
+    refused = helpers.run_binary("nplm_tf.train", *flags, "--epochs=2", f"--ngram_dir={other}")
+    helpers.assert_one_sentence(
+        refused,
+        f"{model_dir} keeps the tail n-gram it was set up with, which is not the model in --ngram_dir={other}; "
+        "continue without --ngram_dir, or train in a new --model_dir.",
+    )
+    assert (model_dir / "history.json").read_text() == history
+    continued = helpers.run_binary("nplm_tf.train", *flags, "--epochs=2", f"--ngram_dir={ngram_dir}")  # the same one
+    assert continued.returncode == 0, continued.stderr[-2000:]
+    assert len(json.loads((model_dir / "history.json").read_text())) == 2
     assert sorted(os.listdir(model_dir / "tail_ngram")) == ["ngram.npz", "vocab.tsv"]
 
 

@@ -17,9 +17,15 @@ NUM_BUCKETS = 8
 def check_same_vocabulary(nn_vocab: vocab_lib.Vocabulary, ngram_dir: str) -> None:
     ngram_vocab = RunDir(ngram_dir).load_vocab()
     if ngram_vocab.words != nn_vocab.words:
+        if ngram_vocab.size != nn_vocab.size:
+            how = f"({ngram_vocab.size:,} types) than the network ({nn_vocab.size:,})"
+        else:  # ids are ranks by train count: another corpus may keep the same number of words
+            i = next(i for i, (a, b) in enumerate(zip(ngram_vocab.words, nn_vocab.words)) if a != b)
+            how = f"than the network (both {nn_vocab.size:,} types, but id {i} is {ngram_vocab.words[i]!r} there "
+            how += f"and {nn_vocab.words[i]!r} in the network)"
         raise NgramError(
-            f"the n-gram model in {ngram_dir} has another vocabulary ({ngram_vocab.size:,} types) than the "
-            f"network ({nn_vocab.size:,}); build it from the same corpus with the same --min_count."
+            f"the n-gram model in {ngram_dir} has another vocabulary {how}; build it from the same corpus "
+            "with the same --min_count."
         )
 
 

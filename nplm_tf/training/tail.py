@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import filecmp
 import os
 import shutil
 
@@ -28,6 +29,20 @@ class GivenTail:
         if self.config.ngram_tail and self.ngram_dir:
             self.model = tail_ngram(vocab, None, self.config.tail_order, self.ngram_dir)
             check_tail_model(self.model, self.config, self.ngram_dir)
+
+
+def check_kept_tail(config: Config, model_dir: str, ngram_dir: str | None) -> None:
+    """Refuses an --ngram_dir that is not the tail a run set up before keeps (it is never read again, and a
+    continued run would otherwise score with another n-gram than the user named)."""
+    kept = RunDir(RunDir(model_dir).tail_ngram_dir).ngram_model
+    if not (config.ngram_tail and ngram_dir and os.path.isfile(kept)):
+        return
+    given = RunDir(ngram_dir).ngram_model
+    if not os.path.isfile(given) or not filecmp.cmp(kept, given, shallow=False):
+        raise ConfigError(
+            f"{model_dir} keeps the tail n-gram it was set up with, which is not the model in --ngram_dir="
+            f"{ngram_dir}; continue without --ngram_dir, or train in a new --model_dir."
+        )
 
 
 def prepare_tail(

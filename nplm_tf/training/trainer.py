@@ -62,6 +62,7 @@ def set_up_run(
     writes config.json, corpus.json and the tail; the others return tail None and load the kept one later.
     """
     check_model_dir(config, model_dir)
+    tail_lib.check_kept_tail(config, model_dir, tail_ngram_dir)
     run = RunDir(model_dir)
     new_run = not run.has_config()  # a run set up before kept its tail; --ngram_dir is not read again
     if writer:
