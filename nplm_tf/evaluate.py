@@ -4,7 +4,9 @@
     python -m nplm_tf.evaluate --model_dir=DIR --files='x/*.txt' --per_token=out.tsv
 
 Prints one JSON line: perplexity, tokens, oov_rate. --per_token writes one line
-per predicted token: the token (as the vocabulary sees it), ln P and log10 P.
+per predicted token: the token (as the vocabulary sees it), ln P and log10 P
+(the network's; with --ngram_dir, `nplm_tf.query --ngram_dir` prints the
+mixture's per word).
 """
 
 import contextlib
@@ -28,7 +30,12 @@ FILES = flags.DEFINE_string("files", None, "Score these UTF-8 files (glob(s), co
 NGRAM_DIR = app.define_path(
     "ngram_dir", None, "An nplm_tf.ngram output: also report the network mixed with it (weights fitted on valid)."
 )
-PER_TOKEN = app.define_path("per_token", None, "Write token<TAB>ln_prob<TAB>log10_prob per predicted token here.")
+PER_TOKEN = app.define_path(
+    "per_token",
+    None,
+    "Write token<TAB>ln_prob<TAB>log10_prob per predicted token here: the network's probabilities, with "
+    "--ngram_dir too (nplm_tf.query --ngram_dir prints the mixture's per word).",
+)
 PRECISION = run_dir.precision_flag("Score")
 PROGRESS = flags.DEFINE_boolean(
     "progress", None, "Show a progress bar of the batches on stderr (default: when stderr is a terminal)."
