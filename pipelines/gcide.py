@@ -105,6 +105,20 @@ def entry_text(entry: str) -> str:
 
 def read_entries(path: str) -> list[str]:
     """The entries of a dictd `.dict.dz` (or plain `.dict`) file, without dictd's own `00-database-*` entries."""
+    if os.path.isdir(path):
+        inside = [
+            os.path.join(path, *parts)
+            for parts in (("usr", "share", "dictd", "gcide.dict.dz"), ("gcide.dict.dz",))
+            if os.path.isfile(os.path.join(path, *parts))
+        ]
+        if inside:
+            raise CorpusError(
+                f"--gcide_path={path} is a directory; give the dictionary file in it: --gcide_path={inside[0]}."
+            )
+        raise CorpusError(
+            f"--gcide_path={path} is a directory with no gcide.dict.dz in it; give the file (`dpkg -x "
+            "dict-gcide_*.deb DIR` puts it at DIR/usr/share/dictd/gcide.dict.dz)."
+        )
     if not os.path.isfile(path):
         raise CorpusError(
             f"GCIDE not found at {path}; get it with `apt-get download dict-gcide && dpkg -x dict-gcide_*.deb DIR` "

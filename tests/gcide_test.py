@@ -108,10 +108,15 @@ def test_plain_dict_and_windows_1252_bytes_are_read(tmp_path):
     assert gcide.convert(str(path))["train"][1] == "The entry\u2019s number 1 ."
 
 
-@pytest.mark.parametrize("case", ["missing", "not_gzip_dictd", "not_dictd"])
+@pytest.mark.parametrize("case", ["missing", "directory", "not_gzip_dictd", "not_dictd"])
 def test_bad_gcide_path_is_one_sentence(case, tmp_path):
     if case == "missing":
         path, message = tmp_path / "none.dict.dz", "apt-get download dict-gcide"
+    elif case == "directory":  # dpkg -x's DIR: once "GCIDE not found at DIR; get it with apt-get download ..."
+        path = tmp_path / "d"
+        (path / "usr" / "share" / "dictd").mkdir(parents=True)
+        write_dict(path / "usr" / "share" / "dictd" / "gcide.dict.dz", [DOG])
+        message = f"--gcide_path={path} is a directory; give the dictionary file in it: --gcide_path={path}/usr/share"
     elif case == "not_gzip_dictd":
         path, message = tmp_path / "broken.dict.dz", "is not a readable dictd file"
         path.write_bytes(b"\x1f\x8b\x08junk")
