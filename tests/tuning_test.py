@@ -62,6 +62,41 @@ def test_default_search_space_is_pinned():
     assert set(space) == {"hidden_dim", "feature_dim", "order", "direct"}
 
 
+def test_a_searched_full_softmax_drops_the_tail_the_short_lists_use():
+    """A base of N > 0 sets the lists' tail; its N = 0 trials were invalid configs ("tail='network' needs
+    shortlist > 0"), failed trials that keras-tuner skipped or that stopped the search."""
+    base = Config(shortlist=4000, tail="backoff", tail_ngram_order=3)
+    model = hypermodel_lib.NPLMHyperModel(
+        base, corpus=None, vocab_size=14_118, output_dir="unused", tune_shortlist=True
+    )
+    for size in (0, 2000, 8000):
+        hp = keras_tuner.HyperParameters()
+        hp.Choice("shortlist", hypermodel_lib.SEARCH_SPACE["shortlist"], default=0)
+        hp.values["shortlist"] = size
+        config = model.config(hp)
+        expected = ("class", 0) if size == 0 else ("backoff", 3)
+        assert (config.shortlist, config.tail, config.tail_ngram_order) == (size, *expected)
+    small = hypermodel_lib.NPLMHyperModel(base, corpus=None, vocab_size=3_000, output_dir="unused", tune_shortlist=True)
+    hp = keras_tuner.HyperParameters()
+    small.config(hp)
+    assert hp.space[-1].get_config()["values"] == [0, 2000]  # sizes not below |V| left out
+
+
+def test_a_sampled_loss_cannot_search_short_lists(corpus, tmp_path):
+    config = tmp_path / "nce.json"
+    config.write_text(json.dumps({**helpers.tiny_config(epochs=1).to_dict(), "loss": "nce", "num_sampled": 6}))
+    out = tmp_path / "search"
+    result = helpers.run_binary(
+        "tuning.search", f"--output_dir={out}", *corpus, f"--config_json={config}", "--tune_shortlist"
+    )
+    helpers.assert_one_sentence(
+        result,
+        "--tune_shortlist searches short lists, which train with the softmax, but the config's loss='nce' trains "
+        "the full vocabulary by sampling; drop one of the two.",
+    )
+    assert not out.exists()
+
+
 def test_random_search_under_mirrored_strategy_writes_results_and_resumes(corpus, tmp_path):
     out = str(tmp_path / "search")
     args = [f"--output_dir={out}", "--max_trials=2", "--epochs_per_trial=1", "--num_cpu_devices=2", *corpus]

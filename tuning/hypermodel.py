@@ -25,6 +25,7 @@ SEARCH_SPACE = {
     "direct": [False, True],  # W, default False
     "shortlist": [0, 2000, 4000, 8000],  # N, default 0 (full softmax); sizes not below |V| are left out
 }
+DEFAULTS = Config()
 OBJECTIVE = keras_tuner.Objective("val_perplexity", direction="min")
 TRIALS_SUBDIR = "runs"
 
@@ -43,7 +44,8 @@ class NPLMHyperModel(keras_tuner.HyperModel):
       vocab_size: |V| for the corpus at `base.min_count`.
       output_dir: where the trials' run directories go.
       tune_order, tune_direct: also search n and the direct connections.
-      tune_shortlist: also search the short list's size N (0, the full softmax, among them).
+      tune_shortlist: also search the short list's size N (0, the full softmax, among them); the lists use
+        the base's tail, which a base of N > 0 sets (N = 0 trials ignore it).
       counts: the vocabulary's train counts (a sampled objective's noise).
     """
 
@@ -81,6 +83,8 @@ class NPLMHyperModel(keras_tuner.HyperModel):
         if self.tune_shortlist:
             sizes = [n for n in SEARCH_SPACE["shortlist"] if n < self.vocab_size]
             changes["shortlist"] = hp.Choice("shortlist", sizes, default=0)
+            if not changes["shortlist"]:  # the full softmax has no tail: the base's tail settings are for N > 0
+                changes.update(tail=DEFAULTS.tail, tail_ngram_order=DEFAULTS.tail_ngram_order)
         return dataclasses.replace(self.base, **changes)
 
     def build(self, hp):

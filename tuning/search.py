@@ -30,7 +30,10 @@ CONFIG_JSON = app.define_path("config_json", None, "Settings that are not search
 TUNE_ORDER = flags.DEFINE_boolean("tune_order", False, "Also search n in {3, 4, 5, 6}.")
 TUNE_DIRECT = flags.DEFINE_boolean("tune_direct", False, "Also search the direct connections W.")
 TUNE_SHORTLIST = flags.DEFINE_boolean(
-    "tune_shortlist", False, "Also search the short list's size N in {0 (full softmax), 2000, 4000, 8000}, below |V|."
+    "tune_shortlist",
+    False,
+    "Also search the short list's size N in {0 (full softmax), 2000, 4000, 8000}, below |V|; the lists use the "
+    "tail of --config_json (a config of N > 0 may set one; class by default).",
 )
 NUM_CPU_DEVICES = flags.DEFINE_integer(
     "num_cpu_devices", 2, "Logical CPU devices: MirroredStrategy's replicas when no GPU."
@@ -72,6 +75,11 @@ def check_flags():
     if MAX_TRIALS.value < 1 or EPOCHS.value < 1:
         raise ConfigError(f"max_trials={MAX_TRIALS.value} and epochs_per_trial={EPOCHS.value} must be at least 1.")
     base = Config.from_json(CONFIG_JSON.value) if CONFIG_JSON.value else Config()
+    if TUNE_SHORTLIST.value and base.loss != "softmax":  # its trials of N > 0 would all fail
+        raise ConfigError(
+            f"--tune_shortlist searches short lists, which train with the softmax, but the config's "
+            f"loss={base.loss!r} trains the full vocabulary by sampling; drop one of the two."
+        )
     return base, corpus_flags.corpus_from_flags()
 
 
