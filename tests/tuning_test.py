@@ -15,6 +15,7 @@ from nplm_tf.config import Config
 from nplm_tf.distributed import strategies
 from tests import helpers
 from tuning import hypermodel as hypermodel_lib
+from tuning import search_lib
 
 
 @pytest.fixture(scope="module")
@@ -76,6 +77,9 @@ def test_a_searched_full_softmax_drops_the_tail_the_short_lists_use():
         config = model.config(hp)
         expected = ("class", 0) if size == 0 else ("backoff", 3)
         assert (config.shortlist, config.tail, config.tail_ngram_order) == (size, *expected)
+        row = {"hidden_dim": 100, "feature_dim": 30, "order": 5, "direct": False, "shortlist": size}
+        best = search_lib.best_config([row], base)  # best_config.json: once the same ConfigError, at the end
+        assert (best.shortlist, best.tail, best.tail_ngram_order) == (size, *expected)
     small = hypermodel_lib.NPLMHyperModel(base, corpus=None, vocab_size=3_000, output_dir="unused", tune_shortlist=True)
     hp = keras_tuner.HyperParameters()
     small.config(hp)

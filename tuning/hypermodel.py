@@ -30,6 +30,14 @@ OBJECTIVE = keras_tuner.Objective("val_perplexity", direction="min")
 TRIALS_SUBDIR = "runs"
 
 
+def shortlist_changes(size: int) -> dict:
+    """The config changes of a searched list size: a full softmax (0) has no tail, so it drops the base's tail
+    settings, which are for N > 0."""
+    if size:
+        return {"shortlist": size}
+    return {"shortlist": 0, "tail": DEFAULTS.tail, "tail_ngram_order": DEFAULTS.tail_ngram_order}
+
+
 class NPLMHyperModel(keras_tuner.HyperModel):
     """Builds the eq. (1) model for a trial's h, m (, n, direct) and trains it with the project's training loop.
 
@@ -82,9 +90,7 @@ class NPLMHyperModel(keras_tuner.HyperModel):
             changes["direct"] = hp.Boolean("direct", default=False)
         if self.tune_shortlist:
             sizes = [n for n in SEARCH_SPACE["shortlist"] if n < self.vocab_size]
-            changes["shortlist"] = hp.Choice("shortlist", sizes, default=0)
-            if not changes["shortlist"]:  # the full softmax has no tail: the base's tail settings are for N > 0
-                changes.update(tail=DEFAULTS.tail, tail_ngram_order=DEFAULTS.tail_ngram_order)
+            changes.update(shortlist_changes(hp.Choice("shortlist", sizes, default=0)))
         return dataclasses.replace(self.base, **changes)
 
     def build(self, hp):

@@ -84,7 +84,7 @@ def best_config(rows: list[dict], base: Config) -> Config:
         feature_dim=best["feature_dim"],
         order=best["order"],
         direct=best["direct"],
-        shortlist=best.get("shortlist", base.shortlist),
+        **hypermodel_lib.shortlist_changes(best.get("shortlist", base.shortlist)),
     )
 
 
