@@ -63,7 +63,7 @@ def test_default_search_space_is_pinned():
     assert set(space) == {"hidden_dim", "feature_dim", "order", "direct"}
 
 
-def test_a_searched_full_softmax_drops_the_tail_the_short_lists_use():
+def test_a_searched_full_softmax_drops_the_tail_the_short_lists_use(tmp_path):
     """A base of N > 0 sets the lists' tail; its N = 0 trials were invalid configs ("tail='network' needs
     shortlist > 0"), failed trials that keras-tuner skipped or that stopped the search."""
     base = Config(shortlist=4000, tail="backoff", tail_ngram_order=3)
@@ -80,6 +80,16 @@ def test_a_searched_full_softmax_drops_the_tail_the_short_lists_use():
         row = {"hidden_dim": 100, "feature_dim": 30, "order": 5, "direct": False, "shortlist": size}
         best = search_lib.best_config([row], base)  # best_config.json: once the same ConfigError, at the end
         assert (best.shortlist, best.tail, best.tail_ngram_order) == (size, *expected)
+    rows = [
+        {**row, "trial": str(i), "shortlist": n, "epochs": 1, "valid_perplexity": 9.0 + i, "test_perplexity": 9.5}
+        for i, n in enumerate((2000, 0))
+    ]
+    search_lib.write_results(str(tmp_path), [{**r, "seconds": 3.0} for r in rows], base, "random")
+    table = (tmp_path / "results.md").read_text()
+    assert (
+        "| 0 | 100 | 30 | 5 | no | 2,000 (backoff tail) | 1 |" in table
+        and "| 1 | 100 | 30 | 5 | no | all | 1 |" in table
+    )
     small = hypermodel_lib.NPLMHyperModel(base, corpus=None, vocab_size=3_000, output_dir="unused", tune_shortlist=True)
     hp = keras_tuner.HyperParameters()
     small.config(hp)

@@ -102,9 +102,10 @@ def write_results(output_dir: str, rows: list[dict], base: Config, tuner_kind: s
     ]
     for r in rows:
         test = f"{r['test_perplexity']:.2f}" if r["test_perplexity"] is not None else ""
+        listed = f"{r['shortlist']:,} ({base.tail} tail)" if r.get("shortlist") else "all"
         lines.append(
             f"| {r['trial']} | {r['hidden_dim']} | {r['feature_dim']} | {r['order']} | "
-            f"{'yes' if r['direct'] else 'no'} | {r.get('shortlist') or 'all'} | {r['epochs']} | "
+            f"{'yes' if r['direct'] else 'no'} | {listed} | {r['epochs']} | "
             f"{r['valid_perplexity']:.2f} | {test} | "
             f"{r['seconds']:.0f} |"
         )
