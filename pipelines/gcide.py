@@ -106,11 +106,8 @@ def entry_text(entry: str) -> str:
 def read_entries(path: str) -> list[str]:
     """The entries of a dictd `.dict.dz` (or plain `.dict`) file, without dictd's own `00-database-*` entries."""
     if os.path.isdir(path):
-        inside = [
-            os.path.join(path, *parts)
-            for parts in (("usr", "share", "dictd", "gcide.dict.dz"), ("gcide.dict.dz",))
-            if os.path.isfile(os.path.join(path, *parts))
-        ]
+        candidates = (os.path.join(path, "usr", "share", "dictd", "gcide.dict.dz"), os.path.join(path, "gcide.dict.dz"))
+        inside = [candidate for candidate in candidates if os.path.isfile(candidate)]
         if inside:
             raise CorpusError(
                 f"--gcide_path={path} is a directory; give the dictionary file in it: --gcide_path={inside[0]}."

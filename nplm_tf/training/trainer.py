@@ -64,7 +64,7 @@ def set_up_run(
     check_model_dir(config, model_dir)
     tail_lib.check_kept_tail(config, model_dir, tail_ngram_dir)
     run = RunDir(model_dir)
-    new_run = not run.has_config()  # a run set up before kept its tail; --ngram_dir is not read again
+    new_run = not run.has_config()  # a run set up before kept its tail; --ngram_dir is only compared with it
     if writer:
         if not new_run:
             lock.acquire()
