@@ -123,7 +123,7 @@ class Config:
             self.loss == "softmax" or not self.jit_compile,
             "jit_compile",
             self.jit_compile,
-            f"cannot compile a sampled loss (loss={self.loss!r}): TensorFlow's candidate samplers have no XLA kernel",
+            f"cannot compile a sampled loss (loss={self.loss!r}): its noise and rows in use have data-dependent shapes",
         )
         _check(
             not self.balance_workers or self.sync_every > 1,

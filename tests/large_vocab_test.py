@@ -268,6 +268,77 @@ def test_a_class_tail_listing_every_word_is_the_full_softmax(tmp_path):
     np.testing.assert_allclose(scoring.token_probabilities(listed, dataset), expected, rtol=1e-6)
 
 
+def _inclusion(sample, vocab_size, calls):
+    """How often each word is among a sampler's noise words, and the mean expected count it is reported with."""
+    seen, reported = np.zeros(vocab_size), np.zeros(vocab_size)
+    for i in range(calls):
+        ids, _, counts = (x.numpy() for x in sample(i))
+        seen[ids] += 1
+        reported[ids] += counts
+    return seen / calls, reported / np.maximum(seen, 1)
+
+
+def test_noise_is_drawn_as_tensorflows_sampler_draws_it_and_is_keyed_by_the_step():
+    counts = np.array([1000, 500, 300, 200, 100, 50, 30, 20, 10, 5, 3, 2, 1, 1, 0], np.float64)
+    k, targets = 5, tf.constant([0, 14, 7], tf.int64)
+    sampler = objectives.NoiseSampler(counts, k)
+    draw = tf.function(lambda key: sampler(key, targets))
+    ids, true_counts, noise_counts = draw(tf.constant([7, 3], tf.int64))
+    again, _, _ = draw(tf.constant([7, 3], tf.int64))
+    other, _, _ = draw(tf.constant([7, 4], tf.int64))
+    assert len(set(ids.numpy())) == k and ids.numpy().tolist() == again.numpy().tolist()
+    assert ids.numpy().tolist() != other.numpy().tolist()
+    # Every expected count, the targets' included, is 1 − (1 − P)^t for one number of draws t ≥ K (or K·P).
+    p = np.maximum(counts, 1) ** 0.75 / (np.maximum(counts, 1) ** 0.75).sum()
+    for key in range(20):
+        ids, true_counts, noise_counts = (x.numpy() for x in draw(tf.constant([1, key], tf.int64)))
+        words, reported = np.concatenate([ids, targets.numpy()]), np.concatenate([noise_counts, true_counts])
+        if np.allclose(reported, k * p[words], rtol=1e-5):
+            continue
+        tries = np.log1p(-reported) / np.log1p(-p[words])
+        assert tries == pytest.approx(np.full(len(words), np.round(tries[0])), rel=1e-3) and tries[0] > k
+    # What TensorFlow's own sampler draws: the same share of calls per word, reported with the same counts.
+    unigrams = np.maximum(counts, 1).tolist()
+    theirs = tf.function(
+        lambda: tf.random.fixed_unigram_candidate_sampler(
+            targets[:, None], 1, k, True, len(counts), distortion=0.75, unigrams=unigrams, seed=3
+        )
+    )
+    ours_seen, ours_reported = _inclusion(lambda i: draw(tf.constant([9, i], tf.int64)), len(counts), 2000)
+    their_seen, their_reported = _inclusion(lambda i: theirs(), len(counts), 2000)
+    np.testing.assert_allclose(ours_seen, their_seen, atol=0.06)
+    np.testing.assert_allclose(ours_reported, their_reported, rtol=0.1, atol=0.01)
+
+
+def test_the_noise_key_follows_the_step_counter_and_tells_workers_apart():
+    objective = objectives.Sampled("nce", 3, [5, 4, 3, 2, 1], seed=7)
+    objective.step = step = tf.Variable(0, dtype=tf.int64)  # as multi_worker.build sets the optimizer's
+
+    def key():
+        return objective.noise_key(None).numpy().tolist()
+
+    first = key()
+    assert key() == first  # a function of the counter: what a resumed run reads again
+    step.assign(1)
+    second = key()
+    objective.worker = 1  # local SGD: each worker's model is replica 0 of its own
+    assert len({tuple(first), tuple(second), tuple(key())}) == 3
+    step.assign(0)
+    objective.worker = 0
+    assert key() == first
+    other_seed = objectives.Sampled("nce", 3, [5, 4, 3, 2, 1], seed=8)
+    other_seed.step = step
+    assert other_seed.noise_key(None).numpy().tolist() != first
+
+
+def test_noise_of_nearly_the_whole_vocabulary_is_drawn():
+    counts = np.array([10**6] + [1] * 30, np.float64)  # one frequent word: most draws repeat it
+    sampler = objectives.NoiseSampler(counts, 30)
+    ids, _, noise_counts = sampler(tf.constant([1, 2], tf.int64), tf.constant([0], tf.int64))
+    assert sorted(ids.numpy().tolist()) != list(range(31)) and len(set(ids.numpy())) == 30
+    assert np.all((noise_counts.numpy() > 0) & (noise_counts.numpy() <= 1))
+
+
 @pytest.mark.parametrize("loss", ["sampled_softmax", "nce"])
 def test_sampled_training_lowers_the_exact_perplexity_and_scores_as_a_full_softmax(loss, tmp_path):
     corpus, _ = tiny_corpus(tmp_path)

@@ -53,10 +53,19 @@ def test_small_run_writes_metrics_and_learns(tmp_path):
     assert os.path.isfile(tmp_path / "m" / "model.keras")
 
 
-@pytest.mark.parametrize("dropout", [0.0, 0.3])
-def test_resume_after_interruption_matches_uninterrupted_run(tmp_path, dropout):
+@pytest.mark.parametrize(
+    "changes",
+    [
+        {},
+        {"dropout": 0.3},
+        {"loss": "nce", "num_sampled": 6},  # the noise is drawn again after the resume, as the first time
+        {"loss": "sampled_softmax", "num_sampled": 6},
+    ],
+    ids=["plain", "dropout", "nce", "sampled_softmax"],
+)
+def test_resume_after_interruption_matches_uninterrupted_run(tmp_path, changes):
     corpus = files_corpus(tmp_path)
-    config = helpers.tiny_config(epochs=4, optimizer="adam", learning_rate=0.01, lr_decay=0.01, dropout=dropout)
+    config = helpers.tiny_config(epochs=4, optimizer="adam", learning_rate=0.01, lr_decay=0.01, **changes)
     straight = trainer.train_and_evaluate(config, str(tmp_path / "a"), corpus, verbose=0)
     with pytest.raises(KeyboardInterrupt):  # mid-epoch 3
         trainer.train_and_evaluate(

@@ -118,6 +118,8 @@ class LocalSGD:
         check_local_sgd(strategy)
         self.workers = strategy.num_replicas_in_sync
         self.index = collectives.worker_index(strategy)
+        if model.objective is not None:
+            model.objective.worker = self.index  # every worker's model is replica 0 of its own: noise apart
         self.balance = config.balance_workers
         self._train = make_local_train_steps(model, optimizer)
         weights = model.trainable_variables

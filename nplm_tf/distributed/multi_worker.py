@@ -196,6 +196,7 @@ def build(config: Config, vocab_size: int, strategy: tf.distribute.Strategy, loc
         optimizer = optimizers.make_optimizer(config)
         optimizer.build(model.trainable_variables)
     model.objective = objectives.make_objective(config, counts)
+    model.objective.step = optimizer.iterations  # a sampled objective keys its noise by it
     return model, optimizer
 
 

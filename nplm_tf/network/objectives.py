@@ -11,7 +11,9 @@
   softmax computed for those examples only.
 - `sampled_softmax` and `nce`: each batch scores its targets and `num_sampled` noise words drawn once per
   batch from the unigram distribution raised to 0.75 (the train counts), corrected by the log of each
-  word's expected count as in TensorFlow's `sampled_softmax_loss` / `nce_loss`. Sampled softmax removes
+  word's expected count as in TensorFlow's `sampled_softmax_loss` / `nce_loss` (`NoiseSampler`: the
+  draws of `tf.random.fixed_unigram_candidate_sampler`, keyed by the step so that a resumed run draws
+  the same noise as an uninterrupted one). Sampled softmax removes
   noise words that equal an example's target; NCE (Mnih & Teh 2012) scores each word as data against
   noise with a logistic loss. The output weights are stored as rows and only the rows used are read, so
   their gradients are sparse; R(θ) decays those rows. Evaluation is always the exact softmax.
@@ -68,6 +70,8 @@ class Objective:
     """The loss of one batch: `losses(model, context, target)` -> (−ln P per example (batch,), R(θ))."""
 
     custom_step = False  # True: Keras's train_step cannot compute it (the model's output is not used)
+    step = None  # the step counter, when not the model's optimizer's (`Sampled.noise_key`)
+    worker = 0  # local SGD's worker index (`Sampled.noise_key`)
 
     def keras_loss(self) -> keras.losses.Loss:
         raise NotImplementedError
@@ -151,6 +155,71 @@ def _split_rows(output, split: int):
     return forward(output)
 
 
+class NoiseSampler:
+    """`num_sampled` distinct noise words per call, drawn as `tf.random.fixed_unigram_candidate_sampler(unique=True)`
+    draws them, but from stateless random numbers: the same key gives the same words.
+
+    Words are drawn with replacement from P(w) ∝ count(w)^0.75 until `num_sampled` distinct ones have come; with
+    t draws in all, a word's expected count is `num_sampled`·P(w) when none was rejected (t = `num_sampled`), and
+    otherwise 1 − (1 − P(w))^t, the chance it came at least once: TensorFlow's sampler reports the same. The
+    draws come in rounds, each as long as all before it (the first 2·`num_sampled` + 64), so even a
+    `num_sampled` near |V| takes a few rounds of vectorized draws, not one draw at a time.
+
+    Args:
+      counts: the train count of every word (its id's).
+      num_sampled: K < |V|.
+    """
+
+    def __init__(self, counts, num_sampled: int):
+        counts = np.maximum(np.asarray(counts, np.float64), 1.0)  # <unk> may count 0
+        probability = counts**NOISE_DISTORTION
+        probability /= probability.sum()
+        cdf = np.cumsum(probability)
+        cdf[-1] = np.inf  # every uniform draw in [0, 1) lands on a word despite rounding
+        self.probability, self.cdf = probability, cdf
+        self.num_sampled = int(num_sampled)
+        if not 0 < self.num_sampled < len(probability):
+            raise ValueError(f"num_sampled={num_sampled} must be in [1, |V| = {len(probability)}).")
+
+    def __call__(self, key, true_classes):
+        """(noise ids (K,) int64 in order of first draw, expected counts of `true_classes` (B,) and of the noise
+        (K,), float32); `key`: a stateless seed, shape (2,) int64."""
+        k = self.num_sampled
+        cdf = tf.constant(self.cdf, tf.float64)
+
+        def draw(round_, length):
+            uniform = tf.random.stateless_uniform(
+                [length], seed=tf.random.experimental.stateless_fold_in(key, round_), dtype=tf.float64
+            )
+            return tf.searchsorted(cdf, uniform, side="right", out_type=tf.int64)
+
+        def more(round_, draws, ids, which):
+            return tf.size(ids) < k
+
+        def another(round_, draws, ids, which):
+            draws = tf.concat([draws, draw(round_, tf.size(draws))], axis=0)
+            return (round_ + 1, draws, *tf.unique(draws))
+
+        draws = draw(0, 2 * k + 64)
+        vector = tf.TensorShape([None])
+        _, draws, ids, which = tf.while_loop(
+            more,
+            another,
+            (tf.constant(1, tf.int64), draws, *tf.unique(draws)),  # ids in order of first draw; draw i is ids[which[i]]
+            shape_invariants=(tf.TensorShape([]), vector, vector, vector),
+        )
+        tries = tf.cast(tf.argmax(tf.equal(which, k - 1)) + 1, tf.float64)  # draws up to the K-th distinct word's
+        probability = tf.constant(self.probability, tf.float64)
+
+        def expected(words):
+            p = tf.gather(probability, words)
+            rejected = -tf.math.expm1(tries * tf.math.log1p(-p))
+            return tf.cast(tf.where(tries == k, p * k, rejected), tf.float32)
+
+        sampled = ids[:k]
+        return sampled, expected(tf.cast(true_classes, tf.int64)), expected(sampled)
+
+
 class Sampled(Objective):
     """Sampled softmax or NCE over the full vocabulary (training only).
 
@@ -158,16 +227,27 @@ class Sampled(Objective):
       kind: "sampled_softmax" or "nce".
       num_sampled: K noise words per batch.
       counts: the train count of every word (its id's), for the noise distribution.
+      seed: the noise's seed (with the step, the replica and the worker).
     """
 
     custom_step = True
 
-    def __init__(self, kind: str, num_sampled: int, counts):
+    def __init__(self, kind: str, num_sampled: int, counts, seed: int = 0):
         self.kind = kind
         self.num_sampled = int(num_sampled)
-        counts = np.maximum(np.asarray(counts, np.float64), 1.0)  # <unk> may count 0
-        self.unigrams = counts.tolist()
-        self.vocab_size = len(self.unigrams)
+        self.sampler = NoiseSampler(counts, num_sampled)
+        self.seed = int(seed)
+
+    def noise_key(self, model):
+        """The stateless seed of this step's noise: (seed, step, replica). The step counter is the optimizer's,
+        saved with the run, so a resumed run draws what an uninterrupted one would have."""
+        step = self.step if self.step is not None else model.optimizer.iterations
+        step = tf.cast(tf.convert_to_tensor(step), tf.int64)
+        replica = tf.distribute.get_replica_context()
+        replica_id = tf.cast(replica.replica_id_in_sync_group if replica is not None else 0, tf.int64)
+        key = tf.stack([tf.constant(self.seed, tf.int64), step])
+        key = tf.random.experimental.stateless_fold_in(key, tf.constant(self.worker, tf.int64))
+        return tf.random.experimental.stateless_fold_in(key, replica_id)
 
     def keras_loss(self):
         return NegativeLogLikelihood()  # what `evaluate` would report; training uses `losses`
@@ -177,15 +257,7 @@ class Sampled(Objective):
         z, rows, regularization = layer.output_inputs(context, training=True)  # (B, D), [(|V|, ·)]
         target = tf.cast(tf.reshape(target, [-1]), tf.int64)
         batch = tf.shape(target)[0]
-        sampled, true_count, sampled_count = tf.random.fixed_unigram_candidate_sampler(
-            true_classes=target[:, None],
-            num_true=1,
-            num_sampled=self.num_sampled,
-            unique=True,
-            range_max=self.vocab_size,
-            distortion=NOISE_DISTORTION,
-            unigrams=self.unigrams,
-        )
+        sampled, true_count, sampled_count = self.sampler(self.noise_key(model), target)
         pooled = tf.concat([target, tf.cast(sampled, tf.int64)], axis=0)  # (B + K,)
         ids, index = tf.unique(pooled)
         distinct = tf.size(ids)
@@ -200,8 +272,8 @@ class Sampled(Objective):
         noise_logits = tf.matmul(z, tf.gather(used, index[batch:]), transpose_b=True) + tf.gather(
             bias, index[batch:]
         )  # (B, K)
-        true_logit -= tf.math.log(tf.cast(true_count[:, 0], tf.float32))
-        noise_logits -= tf.math.log(tf.cast(sampled_count, tf.float32))[None, :]
+        true_logit -= tf.math.log(true_count)
+        noise_logits -= tf.math.log(sampled_count)[None, :]
         if self.kind == "nce":  # data (label 1) against noise (label 0)
             nll = tf.nn.softplus(-true_logit) + tf.reduce_sum(tf.nn.softplus(noise_logits), axis=1)
         else:
@@ -219,5 +291,5 @@ def make_objective(config: Config, counts) -> Objective:
     if config.shortlist:
         return ShortList(config.shortlist, config.tail)
     if config.loss != "softmax":
-        return Sampled(config.loss, config.num_sampled, counts)
+        return Sampled(config.loss, config.num_sampled, counts, seed=config.seed)
     return Softmax()
