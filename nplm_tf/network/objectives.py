@@ -263,7 +263,7 @@ class Sampled(Objective):
         target = tf.cast(tf.reshape(target, [-1]), tf.int64)
         batch = tf.shape(target)[0]
         sampled, true_count, sampled_count = self.sampler(self.noise_key(model), target)
-        pooled = tf.concat([target, tf.cast(sampled, tf.int64)], axis=0)  # (B + K,)
+        pooled = tf.concat([target, sampled], axis=0)  # (B + K,)
         ids, index = tf.unique(pooled)
         distinct = tf.size(ids)
         if isinstance(tf.distribute.get_strategy(), tf.distribute.MultiWorkerMirroredStrategy):
@@ -282,7 +282,7 @@ class Sampled(Objective):
         if self.kind == "nce":  # data (label 1) against noise (label 0)
             nll = tf.nn.softplus(-true_logit) + tf.reduce_sum(tf.nn.softplus(noise_logits), axis=1)
         else:
-            hit = tf.equal(target[:, None], tf.cast(sampled, tf.int64)[None, :])  # a noise word that is the target
+            hit = tf.equal(target[:, None], sampled[None, :])  # a noise word that is the target
             noise_logits = tf.where(hit, tf.constant(-1e30, tf.float32), noise_logits)
             nll = tf.reduce_logsumexp(tf.concat([true_logit[:, None], noise_logits], axis=1), axis=1) - true_logit
         regularization += layer.weight_decay * tf.reduce_sum(tf.square(used[:distinct]))  # each row once
