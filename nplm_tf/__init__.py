@@ -1,6 +1,6 @@
 """nplm_tf: the neural probabilistic language model of Bengio et al. (2003) in TensorFlow/Keras.
 
-Submodules are imported on use (`from nplm_tf import model`), so the binaries
+Submodules are imported on use (`from nplm_tf.network import model`), so the binaries
 can configure TensorFlow's logging and devices before TensorFlow loads.
 """
 

@@ -1,5 +1,7 @@
 import json
 import os
+import subprocess
+import sys
 
 import keras
 import numpy as np
@@ -308,3 +310,20 @@ def test_the_divergence_sentence_says_how_to_end_the_run_with_the_epochs_saved_b
     callbacks.check_finite(2, "train loss", 5.25)  # a finite value passes
     with pytest.raises(callbacks.TrainingDiverged, match=r"in epoch 3 \(valid perplexity inf\); .*--epochs=2 ends"):
         callbacks.check_finite(2, "valid perplexity", float("inf"))
+
+
+def test_the_readmes_python_example_trains_exports_and_scores(tmp_path):
+    """README.md's "From Python" code, run as written in a directory holding its three files."""
+    readme = open(os.path.join(helpers.ROOT, "README.md"), encoding="utf-8").read()
+    lines = readme.split("**From Python.**", 1)[1].split("\n\n", 1)[1].splitlines()
+    end = next(i for i, line in enumerate(lines) if line and not line.startswith("    "))  # the indented code
+    code = "\n".join(line[4:] for line in lines[:end])
+    assert "train_and_evaluate" in code and 'corpus.files_corpus("train.txt", "valid.txt", "test.txt")' in code
+    for name, path in helpers.tiny_corpus_files(tmp_path).items():
+        os.rename(path, tmp_path / f"{name}.txt")
+    result = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr[-3000:]
+    metrics = json.load(open(tmp_path / "runs" / "py" / "metrics.json"))
+    printed = result.stdout.strip().splitlines()[-1]
+    assert printed.startswith(repr(metrics["test_perplexity"]) + " tf.Tensor([")  # then the export's perplexity
+    assert len(metrics["epochs"]) == 2 and metrics["config"]["hidden_dim"] == 60
