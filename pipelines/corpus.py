@@ -59,7 +59,10 @@ class Split:
 class Corpus:
     name: str
     splits: dict[str, Split]
-    spec: dict | None = None  # how to read it again: the corpus flags that made it (`corpus_flags`)
+    # How to read it again: the corpus flags that name it, paths absolute (a model directory keeps them as
+    # corpus.json, which `evaluate`, `query` and the mixture fit read). The readers below set it; a corpus
+    # made of lines by hand has none.
+    spec: dict | None = None
 
     def __getitem__(self, split: str) -> Split:
         return self.splits[split]
@@ -112,7 +115,8 @@ def read_brown_texts(path: str | None = None) -> list[tuple[str, list[str]]]:
 
 
 def brown_corpus(path: str | None = None) -> Corpus:
-    """Brown split into whole texts by running token count (with </s>)."""
+    """Brown split into whole texts by running token count (with </s>); `path`: a brown.zip other than the one
+    NLTK's folders hold (no flag names one, so such a corpus has no `spec`)."""
     parts: dict[str, list[str]] = {s: [] for s in SPLITS}
     running = 0
     for _, tokens in read_brown_texts(path):
@@ -124,7 +128,7 @@ def brown_corpus(path: str | None = None) -> Corpus:
             split = "test"
         parts[split].append(" ".join(tokens))
         running += len(tokens) + 1  # + </s>
-    return Corpus("brown", {s: Split(s, lines=tuple(parts[s])) for s in SPLITS})
+    return Corpus("brown", {s: Split(s, lines=tuple(parts[s])) for s in SPLITS}, None if path else {"corpus": "brown"})
 
 
 # ---------------------------------------------------------------- files --
@@ -174,8 +178,15 @@ def expand_files(pattern: str, flag: str) -> tuple[str, ...]:
 
 
 def files_corpus(train: str, valid: str, test: str) -> Corpus:
+    """Each split from comma-separated globs, as `--train_files`, `--valid_files` and `--test_files` take them."""
     specs = {"train": train, "valid": valid, "test": test}
-    return Corpus("files", {s: Split(s, files=expand_files(p, f"{s}_files")) for s, p in specs.items()})
+    splits = {s: Split(s, files=expand_files(p, f"{s}_files")) for s, p in specs.items()}
+    return Corpus("files", splits, {"corpus": "files", **{f"{s}_files": absolute(p) for s, p in specs.items()}})
+
+
+def absolute(patterns: str) -> str:
+    """Comma-separated paths or globs made absolute, so that they name the same files from any directory."""
+    return ",".join(os.path.abspath(p) for p in split_patterns(patterns))
 
 
 def files_shared_with_train(corpus: Corpus) -> dict[str, list[str]]:

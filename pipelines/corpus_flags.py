@@ -1,7 +1,5 @@
 """The corpus flags every binary shares: --corpus=brown|files|gcide and their paths."""
 
-import dataclasses
-import os
 import sys
 
 from absl import flags
@@ -74,25 +72,16 @@ def corpus_from_flags(remembered: dict | None = None) -> corpus_lib.Corpus:
 
 
 def corpus_from_spec(spec: dict) -> corpus_lib.Corpus:
-    """A corpus from corpus flag values ({"corpus": "files", "train_files": ..., ...})."""
+    """A corpus from corpus flag values ({"corpus": "files", "train_files": ..., ...}); its own `spec` holds
+    them with paths absolute."""
     kind = spec["corpus"]
-    # Paths made absolute, so a model directory's corpus.json reads the same files from any directory.
-    saved = {"corpus": kind}
     if kind == "brown":
-        corpus = corpus_lib.brown_corpus()
-    elif kind == "gcide":
-        saved.update({k: _absolute(spec[k]) for k in ("gcide_path", "gcide_cache")})
-        corpus = gcide.gcide_corpus(spec["gcide_path"], spec["gcide_cache"])
-    elif kind == "files":
+        return corpus_lib.brown_corpus()
+    if kind == "gcide":
+        return gcide.gcide_corpus(spec["gcide_path"], spec["gcide_cache"])
+    if kind == "files":
         missing = [f"--{name}" for name in ("train_files", "valid_files", "test_files") if not spec.get(name)]
         if missing:
             raise corpus_lib.CorpusError(f"--corpus=files needs {', '.join(missing)}.")
-        saved.update({k: _absolute(spec[k]) for k in ("train_files", "valid_files", "test_files")})
-        corpus = corpus_lib.files_corpus(spec["train_files"], spec["valid_files"], spec["test_files"])
-    else:
-        raise corpus_lib.CorpusError(f"corpus={kind!r} must be one of brown, files, gcide.")
-    return dataclasses.replace(corpus, spec=saved)
-
-
-def _absolute(value: str) -> str:
-    return ",".join(os.path.abspath(p) for p in corpus_lib.split_patterns(value))
+        return corpus_lib.files_corpus(spec["train_files"], spec["valid_files"], spec["test_files"])
+    raise corpus_lib.CorpusError(f"corpus={kind!r} must be one of brown, files, gcide.")

@@ -182,4 +182,5 @@ def gcide_corpus(path: str = DEFAULT_PATH, cache_root: str = DEFAULT_CACHE) -> C
         except BaseException:  # a file that is not GCIDE, or an interrupt: no empty cache directory is left
             files.remove_empty_directories(made)
             raise
-    return Corpus("gcide", {name: Split(name, files=(paths[name],)) for name in SPLITS})
+    spec = {"corpus": "gcide", "gcide_path": os.path.abspath(path), "gcide_cache": os.path.abspath(cache_root)}
+    return Corpus("gcide", {name: Split(name, files=(paths[name],)) for name in SPLITS}, spec)

@@ -2,7 +2,7 @@ import os
 
 import pytest
 
-from pipelines import corpus, vocabulary
+from pipelines import corpus, corpus_flags, vocabulary
 from tests import helpers
 
 
@@ -127,3 +127,21 @@ def test_the_files_valid_and_test_share_with_train_are_named(tmp_path):
     assert shared == {"valid": [f"{tmp_path}/./b.txt"], "test": [a]}
     in_memory = corpus.Corpus("lines", {s: corpus.Split(s, lines=("x y z",)) for s in corpus.SPLITS})
     assert corpus.files_shared_with_train(in_memory) == {}
+
+
+def test_a_corpus_read_from_python_remembers_how_to_read_it_again_from_anywhere(tmp_path, monkeypatch):
+    for name in ("train", "valid", "test"):
+        helpers.write_lines(str(tmp_path / f"{name}.txt"), [f"{name} line"])
+    monkeypatch.chdir(tmp_path)
+    made = corpus.files_corpus("train.txt", "*a*.txt, valid.txt", "test.txt")
+    assert made.spec == {
+        "corpus": "files",
+        "train_files": f"{tmp_path}/train.txt",
+        "valid_files": f"{tmp_path}/*a*.txt,{tmp_path}/valid.txt",
+        "test_files": f"{tmp_path}/test.txt",
+    }
+    monkeypatch.chdir(os.path.dirname(tmp_path))
+    again = corpus_flags.corpus_from_spec(made.spec)
+    assert again.spec == made.spec and again.splits["valid"].files == (f"{tmp_path}/train.txt", f"{tmp_path}/valid.txt")
+    assert corpus.brown_corpus().spec == {"corpus": "brown"}  # NLTK's Brown: the flags can name it
+    assert corpus.brown_corpus(corpus.find_brown_zip()).spec is None  # a zip named in Python: they cannot

@@ -75,6 +75,7 @@ def test_the_corpus_is_cached_as_text_files_and_streams(tmp_path):
     path = write_dict(tmp_path / "gcide.dict.dz", [numbered(i) for i in range(40)])
     first = gcide.gcide_corpus(path, str(tmp_path / "cache"))
     assert first.name == "gcide"
+    assert first.spec == {"corpus": "gcide", "gcide_path": str(path), "gcide_cache": str(tmp_path / "cache")}
     assert list(first["valid"].iter_lines()) == ["The entry number 18 .\n", "The entry number 38 .\n"]
     again = gcide.gcide_corpus(path, str(tmp_path / "cache"))
     assert again["train"].files == first["train"].files

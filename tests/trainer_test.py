@@ -327,3 +327,6 @@ def test_the_readmes_python_example_trains_exports_and_scores(tmp_path):
     printed = result.stdout.strip().splitlines()[-1]
     assert printed.startswith(repr(metrics["test_perplexity"]) + " tf.Tensor([")  # then the export's perplexity
     assert len(metrics["epochs"]) == 2 and metrics["config"]["hidden_dim"] == 60
+    # The directory remembers its corpus as the binary's do, for `evaluate` and `query` to read from anywhere.
+    remembered = json.load(open(tmp_path / "runs" / "py" / "corpus.json"))
+    assert remembered == {"corpus": "files", **{f"{s}_files": str(tmp_path / f"{s}.txt") for s in corpus_lib.SPLITS}}
