@@ -175,7 +175,7 @@ def main(argv, checked):
 
     list_sizes, bins = checked
     config, vocab, model = run_dir.load_trained(MODEL_DIR.value)
-    corpus = corpus_flags.corpus_from_flags(run_dir.RunDir(MODEL_DIR.value).read_corpus())
+    corpus = corpus_flags.corpus_from_flags(run_dir.RunDir(MODEL_DIR.value).read_corpus(), MODEL_DIR.value)
     corpus_lib.check_split(corpus[SPLIT.value], order=1)
     ngram = tail_lib.tail_ngram(vocab, corpus, TAIL_ORDER.value or config.tail_order, NGRAM_DIR.value)
     print(f"scoring {SPLIT.value} with the network and the n-gram's whole distributions", flush=True)

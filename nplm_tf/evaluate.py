@@ -63,7 +63,9 @@ def main(argv, checked):
     if FILES.value:
         split = corpus_lib.file_split(FILES.value)
     else:
-        split = corpus_flags.corpus_from_flags(run_dir.RunDir(MODEL_DIR.value).read_corpus())[SPLIT.value]
+        split = corpus_flags.corpus_from_flags(run_dir.RunDir(MODEL_DIR.value).read_corpus(), MODEL_DIR.value)[
+            SPLIT.value
+        ]
     corpus_lib.check_split(split, order=1)
 
     nll_parts = []  # kept for the mixture, so the split is scored once
@@ -101,7 +103,7 @@ def mix_with_ngram(config, vocab, model, split, eval_probs, progress=False):
     from nplm_tf.training.data import eval_dataset
 
     # The weights are always fitted on the valid split of the model's own corpus (or of the corpus flags given).
-    valid = corpus_flags.corpus_from_flags(run_dir.RunDir(MODEL_DIR.value).read_corpus())["valid"]
+    valid = corpus_flags.corpus_from_flags(run_dir.RunDir(MODEL_DIR.value).read_corpus(), MODEL_DIR.value)["valid"]
     valid_probs = scoring.token_probabilities(model, eval_dataset(valid, vocab, config), progress)
     probs = {"valid": valid_probs, "eval": eval_probs}
     return network_mixture.fit_and_score(

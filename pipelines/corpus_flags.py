@@ -34,6 +34,7 @@ GCIDE_CACHE = app.define_path(
 
 
 FLAGS = (CORPUS, TRAIN_FILES, VALID_FILES, TEST_FILES, GCIDE_PATH, GCIDE_CACHE)
+_WARNED: set[str] = set()  # model directories said to keep no corpus.json (once each)
 _CORPUS_OF = {  # the corpus each path flag is for
     "train_files": "files",
     "valid_files": "files",
@@ -43,8 +44,21 @@ _CORPUS_OF = {  # the corpus each path flag is for
 }
 
 
-def corpus_from_flags(remembered: dict | None = None) -> corpus_lib.Corpus:
-    """The corpus the flags name; `remembered` (a model directory's corpus.json) fills in the flags not given."""
+def corpus_from_flags(remembered: dict | None = None, model_dir: str | None = None) -> corpus_lib.Corpus:
+    """The corpus the flags name; `remembered` (`model_dir`'s corpus.json) fills in the flags not given.
+
+    A model directory that kept no corpus.json (one trained before runs kept it, or on lines a program gave)
+    with no corpus flag given reads the default, Brown: that is said, since the model may not be Brown's.
+    """
+    flags_given = any(flag.present for flag in FLAGS)
+    if model_dir is not None and remembered is None and not flags_given and model_dir not in _WARNED:
+        _WARNED.add(model_dir)
+        print(
+            f"warning: {model_dir} does not say which corpus it was trained on (it has no corpus.json); reading "
+            "--corpus=brown, the default: give the corpus flags if that is not its corpus.",
+            file=sys.stderr,
+            flush=True,
+        )
     spec = dict(remembered or {})
     for flag in FLAGS:
         if flag.present or flag.name not in spec:

@@ -264,7 +264,23 @@ def test_evaluate_fits_the_mixture_on_the_models_own_corpus(trained, tmp_path):
         *trained["corpus"],
     )
     assert remembered == json.loads(explicit.stdout.splitlines()[-1])["mixture"]
-    json.load(open(os.path.join(trained["model"], "corpus.json")))["valid_files"] == trained["valid"]
+    assert json.load(open(os.path.join(trained["model"], "corpus.json")))["valid_files"] == trained["valid"]
+
+
+def test_a_model_that_does_not_say_its_corpus_is_read_with_brown_and_that_is_said_once(trained, tmp_path):
+    model_dir = shutil.copytree(trained["model"], tmp_path / "model")
+    os.remove(model_dir / "corpus.json")  # a run from before runs kept it, or one trained on lines in Python
+    # Brown's test scored, and its valid read again to fit the mixture: one warning
+    result = helpers.run_binary("nplm_tf.evaluate", f"--model_dir={model_dir}", f"--ngram_dir={trained['ngram']}")
+    assert result.returncode == 0, result.stderr[-2000:]
+    warnings = [line for line in result.stderr.splitlines() if line.startswith("warning: ")]
+    assert warnings == [
+        f"warning: {model_dir} does not say which corpus it was trained on (it has no corpus.json); reading "
+        "--corpus=brown, the default: give the corpus flags if that is not its corpus."
+    ]
+    assert json.loads(result.stdout.splitlines()[-1])["tokens"] == 161_126  # Brown's test
+    given = helpers.run_binary("nplm_tf.evaluate", f"--model_dir={model_dir}", *trained["corpus"])
+    assert given.returncode == 0 and "warning: " not in given.stderr, given.stderr[-2000:]
 
 
 def test_bad_input_to_the_tools(trained, tmp_path):

@@ -66,7 +66,7 @@ class LineScorer:
         saved = run_dir.RunDir(self.model_dir).read_mixture()
         if saved and os.path.abspath(saved["ngram_dir"]) == os.path.abspath(self.ngram_dir):
             return np.asarray(saved["context_frequency"])
-        valid = corpus_flags.corpus_from_flags(run_dir.RunDir(self.model_dir).read_corpus())["valid"]
+        valid = corpus_flags.corpus_from_flags(run_dir.RunDir(self.model_dir).read_corpus(), self.model_dir)["valid"]
         p_valid = self.network_probabilities(valid)  # fitted and reported on the same split: scored once
         probs = {"valid": p_valid, "eval": p_valid}
         report = network_mixture.fit_and_score(
