@@ -135,13 +135,27 @@ def test_more_epochs_continue_a_finished_run(tmp_path):
     assert longer["epochs"][0] == first  # epoch 1 was not trained again
 
 
-def test_model_dir_of_another_config_is_refused_and_left_intact(tmp_path):
+def test_model_dir_of_another_config_or_corpus_is_refused_and_left_intact(tmp_path, monkeypatch):
     corpus = files_corpus(tmp_path)
-    trainer.train_and_evaluate(helpers.tiny_config(epochs=1), str(tmp_path / "m"), corpus, verbose=0)
+    metrics = trainer.train_and_evaluate(helpers.tiny_config(epochs=1), str(tmp_path / "m"), corpus, verbose=0)
     before = {f: os.path.getmtime(tmp_path / "m" / f) for f in os.listdir(tmp_path / "m")}
     with pytest.raises(ConfigError, match=r"another configuration \(hidden_dim: 16 -> 32\)"):
         trainer.train_and_evaluate(helpers.tiny_config(epochs=1, hidden_dim=32), str(tmp_path / "m"), corpus)
     assert {f: os.path.getmtime(tmp_path / "m" / f) for f in os.listdir(tmp_path / "m")} == before
+    # Continued on other text, it would keep the first text's vocabulary and best epoch, and corpus.json would
+    # name the second: refused too. The same files named another way are the same corpus.
+    other = helpers.write_lines(str(tmp_path / "other.txt"), helpers.synthetic_texts(5, 30))
+    elsewhere = corpus_lib.files_corpus(other, str(tmp_path / "valid.txt"), str(tmp_path / "test.txt"))
+    with pytest.raises(ConfigError) as refused:
+        trainer.train_and_evaluate(helpers.tiny_config(epochs=2), str(tmp_path / "m"), elsewhere)
+    assert str(refused.value) == (
+        f"{tmp_path / 'm'} holds a model trained on another corpus (train_files: {str(tmp_path / 'train.txt')!r} -> "
+        f"{other!r}); use a new --model_dir or the same corpus flags."
+    )
+    assert {f: os.path.getmtime(tmp_path / "m" / f) for f in os.listdir(tmp_path / "m")} == before
+    monkeypatch.chdir(tmp_path)
+    same = corpus_lib.files_corpus("./train.txt", "valid.txt", str(tmp_path / "test.txt"))
+    assert trainer.train_and_evaluate(helpers.tiny_config(epochs=1), "m", same) == metrics  # finished: as it was
 
 
 def test_learning_rate_follows_the_papers_schedule():

@@ -28,10 +28,11 @@ from pipelines import files
 from pipelines import vocabulary as vocab_lib
 
 
-def check_model_dir(config: Config, model_dir: str) -> None:
-    """Refuses a directory that holds a model of another configuration (config.json is written once the data
-    is checked, by `prepare_data`'s caller). Writes nothing: the directory itself is made when the vocabulary
-    is saved, once the data is checked, so a refused run leaves no empty directory behind."""
+def check_model_dir(config: Config, model_dir: str, corpus: corpus_lib.Corpus | None = None) -> None:
+    """Refuses a directory that holds a model of another configuration, or trained on another corpus
+    (config.json and corpus.json are written once the data is checked, by `prepare_data`'s caller). Writes
+    nothing: the directory itself is made when the vocabulary is saved, once the data is checked, so a refused
+    run leaves no empty directory behind."""
     files.check_output_dir("model_dir", model_dir)
     run = RunDir(model_dir)
     if run.has_config():
@@ -42,6 +43,19 @@ def check_model_dir(config: Config, model_dir: str) -> None:
             raise ConfigError(
                 f"{model_dir} holds a model trained with another configuration ({changes}); "
                 f"use a new --model_dir or the same flags."
+            )
+    kept = run.read_corpus()
+    if kept is not None and corpus is not None and corpus.spec is not None:
+        # Its vocabulary, tail n-gram, history and best epoch are the kept corpus's. Where a corpus is kept as
+        # text (--gcide_cache) does not change it.
+        names = sorted((set(kept) | set(corpus.spec)) - {"gcide_cache"})
+        changes = [
+            f"{k}: {kept.get(k)!r} -> {corpus.spec.get(k)!r}" for k in names if kept.get(k) != corpus.spec.get(k)
+        ]
+        if changes:
+            raise ConfigError(
+                f"{model_dir} holds a model trained on another corpus ({', '.join(changes)}); use a new --model_dir "
+                "or the same corpus flags."
             )
 
 
@@ -61,7 +75,7 @@ def set_up_run(
     kill -9 left mid-write (a resumed run) or once its vocabulary has made the directory (a new run), then
     writes config.json, corpus.json and the tail; the others return tail None and load the kept one later.
     """
-    check_model_dir(config, model_dir)
+    check_model_dir(config, model_dir, corpus)
     tail_lib.check_kept_tail(config, model_dir, tail_ngram_dir)
     run = RunDir(model_dir)
     new_run = not run.has_config()  # a run set up before kept its tail; --ngram_dir is only compared with it
