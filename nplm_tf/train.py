@@ -125,11 +125,7 @@ def check_flags():
     if STRATEGY.value == "multi_worker":
         strategies.check_tf_config()
     config = config_from_flags()
-    if config.sync_every > 1 and STRATEGY.value != "multi_worker":
-        raise ConfigError(
-            f"sync_every={config.sync_every} needs --strategy=multi_worker (other strategies "
-            "all-reduce gradients every step)."
-        )
+    strategies.check_local_sgd(config.sync_every, STRATEGY.value == "multi_worker")
     return config, corpus_flags.corpus_from_flags()  # the corpus flags checked, and that its files exist
 
 

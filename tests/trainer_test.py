@@ -158,6 +158,12 @@ def test_model_dir_of_another_config_or_corpus_is_refused_and_left_intact(tmp_pa
     assert trainer.train_and_evaluate(helpers.tiny_config(epochs=1), "m", same) == metrics  # finished: as it was
 
 
+def test_local_sgd_outside_the_multi_worker_loop_is_refused_not_ignored(tmp_path):
+    with pytest.raises(ConfigError, match=r"^sync_every=3 needs --strategy=multi_worker \(other strategies"):
+        trainer.train_and_evaluate(helpers.tiny_config(sync_every=3), str(tmp_path / "m"), files_corpus(tmp_path))
+    assert not (tmp_path / "m").exists()
+
+
 def test_learning_rate_follows_the_papers_schedule():
     from nplm_tf.network import optimizers
 

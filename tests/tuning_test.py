@@ -239,6 +239,17 @@ def test_bad_flags_are_one_sentence_and_leave_the_output_alone(flag, env, messag
     assert (out / "results.md").read_text() == "earlier results\n"
 
 
+def test_a_config_of_local_sgd_is_refused_before_the_search(corpus, tmp_path):
+    """Its trials each train in one process: sync_every was ignored, and `train` refused the best_config.json."""
+    base = tmp_path / "local_sgd.json"
+    base.write_text(json.dumps({"sync_every": 3}))
+    result = helpers.run_binary(
+        "tuning.search", f"--output_dir={tmp_path / 'search'}", *corpus, f"--config_json={base}"
+    )
+    helpers.assert_one_sentence(result, "sync_every=3 needs --strategy=multi_worker (other strategies all-reduce")
+    assert not (tmp_path / "search").exists()
+
+
 def test_a_trial_that_diverges_fails_with_its_reason_instead_of_ranking_a_nan(corpus, tmp_path):
     """Before, keras-tuner dropped a diverged trial without a word (a NaN objective makes a trial invalid), or it
     failed on an OverflowError; three in a row ended the search with a RuntimeError traceback."""

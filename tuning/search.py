@@ -75,6 +75,7 @@ def check_flags():
     if MAX_TRIALS.value < 1 or EPOCHS.value < 1:
         raise ConfigError(f"max_trials={MAX_TRIALS.value} and epochs_per_trial={EPOCHS.value} must be at least 1.")
     base = Config.from_json(CONFIG_JSON.value) if CONFIG_JSON.value else Config()
+    strategies.check_local_sgd(base.sync_every, multi_worker=False)  # trials train in one process each
     if TUNE_SHORTLIST.value and base.loss != "softmax":  # its trials of N > 0 would all fail
         raise ConfigError(
             f"--tune_shortlist searches short lists, which train with the softmax, but the config's "

@@ -14,6 +14,14 @@ def check_cpu_devices(num_devices: int) -> None:
         raise ConfigError(f"num_cpu_devices={num_devices} must be at least 1.")
 
 
+def check_local_sgd(sync_every: int, multi_worker: bool) -> None:
+    """Local SGD (`sync_every` > 1) runs only in the multi-worker loop; elsewhere it would be ignored."""
+    if sync_every > 1 and not multi_worker:
+        raise ConfigError(
+            f"sync_every={sync_every} needs --strategy=multi_worker (other strategies all-reduce gradients every step)."
+        )
+
+
 def check_tf_config(environ=os.environ) -> None:
     """A TF_CONFIG for MultiWorkerMirroredStrategy, checked before TensorFlow reads it: JSON naming a cluster
     (job -> list of "host:port") and this process's task in it; absent means one local worker."""

@@ -14,6 +14,7 @@ import numpy as np
 import tensorflow as tf
 
 from nplm_tf.config import STEPS_PER_EXECUTION, Config, ConfigError
+from nplm_tf.distributed import strategies
 from nplm_tf.network import model as model_lib
 from nplm_tf.network import objectives, scoring
 from nplm_tf.run_dir import RunDir, TrainingLock
@@ -152,6 +153,7 @@ def train_and_evaluate(
       export: also write the SavedModel (model_dir/export/<version>).
       tail_ngram_dir: with a short list, the Kneser-Ney model of its tail (default: built on train).
     """
+    strategies.check_local_sgd(config.sync_every, multi_worker=False)  # `multi_worker.train_multi_worker` does it
     with TrainingLock(model_dir) as lock:
         return _train_and_evaluate(
             config, model_dir, corpus, strategy, verbose, extra_callbacks, model, export, tail_ngram_dir, lock
