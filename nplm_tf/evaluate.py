@@ -63,9 +63,8 @@ def main(argv, checked):
     if FILES.value:
         split = corpus_lib.file_split(FILES.value)
     else:
-        split = corpus_flags.corpus_from_flags(run_dir.RunDir(MODEL_DIR.value).read_corpus(), MODEL_DIR.value)[
-            SPLIT.value
-        ]
+        remembered = run_dir.RunDir(MODEL_DIR.value).read_corpus()
+        split = corpus_flags.corpus_from_flags(remembered, MODEL_DIR.value)[SPLIT.value]
     corpus_lib.check_split(split, order=1)
 
     nll_parts = []  # kept for the mixture, so the split is scored once
