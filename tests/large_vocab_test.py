@@ -466,7 +466,11 @@ def test_a_short_list_model_resumes_exports_and_serves_evaluates_probabilities(t
     helpers.check_sampled_generation(served, "the cat")  # temperature 1, every word: drawn from the parts
 
     # The shell tools read the same model: query's log10 P of each word is evaluate's, and generate prints the
-    # export's texts for the same seed, sampling (top_k 0) and among the 4 best.
+    # export's texts for the same seed, sampling (top_k 0) and among the 4 best. The back-off tail reaches them
+    # through the class tail's code (`ShortListTail`, checked above in the export for both), so it is left out
+    # to keep the suite's time.
+    if tail_kind == "backoff":
+        return
     env = dict(os.environ, NLTK_DATA=helpers.SHARED_NLTK)
     query = [sys.executable, "-m", "nplm_tf.query", f"--model_dir={model_dir}"]
     queried = subprocess.run(
