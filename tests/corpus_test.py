@@ -130,6 +130,9 @@ def test_the_files_valid_and_test_share_with_train_are_named(tmp_path):
 
 
 def test_a_corpus_read_from_python_remembers_how_to_read_it_again_from_anywhere(tmp_path, monkeypatch):
+    assert corpus.brown_corpus().spec == {"corpus": "brown"}  # NLTK's Brown: the flags can name it
+    assert corpus.brown_corpus(corpus.find_brown_zip()).spec is None  # a zip named in Python: they cannot
+    # (before the test leaves the working directory, which a relative NLTK_DATA, as CI's, is read from)
     for name in ("train", "valid", "test"):
         helpers.write_lines(str(tmp_path / f"{name}.txt"), [f"{name} line"])
     monkeypatch.chdir(tmp_path)
@@ -143,5 +146,3 @@ def test_a_corpus_read_from_python_remembers_how_to_read_it_again_from_anywhere(
     monkeypatch.chdir(os.path.dirname(tmp_path))
     again = corpus_flags.corpus_from_spec(made.spec)
     assert again.spec == made.spec and again.splits["valid"].files == (f"{tmp_path}/train.txt", f"{tmp_path}/valid.txt")
-    assert corpus.brown_corpus().spec == {"corpus": "brown"}  # NLTK's Brown: the flags can name it
-    assert corpus.brown_corpus(corpus.find_brown_zip()).spec is None  # a zip named in Python: they cannot
