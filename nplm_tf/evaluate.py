@@ -60,11 +60,12 @@ def main(argv, checked):
     from pipelines import files
 
     config, vocab, model = run_dir.load_trained(MODEL_DIR.value, PRECISION.value)
-    if FILES.value:
-        split = corpus_lib.file_split(FILES.value)
-    else:
-        remembered = run_dir.RunDir(MODEL_DIR.value).read_corpus()
-        split = corpus_flags.corpus_from_flags(remembered, MODEL_DIR.value)[SPLIT.value]
+    # The mixture's weights are always fitted on the valid split of the model's own corpus (or of the corpus
+    # flags given), read once.
+    corpus = None
+    if NGRAM_DIR.value or not FILES.value:
+        corpus = corpus_flags.corpus_from_flags(run_dir.RunDir(MODEL_DIR.value).read_corpus(), MODEL_DIR.value)
+    split = corpus_lib.file_split(FILES.value) if FILES.value else corpus[SPLIT.value]
     corpus_lib.check_split(split, order=1)
 
     nll_parts = []  # kept for the mixture, so the split is scored once
@@ -92,17 +93,16 @@ def main(argv, checked):
         )
     summary = {"perplexity": result.perplexity, "tokens": result.tokens, "oov_rate": result.oov_rate}
     if NGRAM_DIR.value:
-        summary["mixture"] = mix_with_ngram(config, vocab, model, split, np.exp(-np.concatenate(nll_parts)), progress)
+        eval_probs = np.exp(-np.concatenate(nll_parts))
+        summary["mixture"] = mix_with_ngram(config, vocab, model, corpus["valid"], split, eval_probs, progress)
     print(json.dumps(summary))
 
 
-def mix_with_ngram(config, vocab, model, split, eval_probs, progress=False):
+def mix_with_ngram(config, vocab, model, valid, split, eval_probs, progress=False):
     from nplm_tf.baselines import network_mixture
     from nplm_tf.network import scoring
     from nplm_tf.training.data import eval_dataset
 
-    # The weights are always fitted on the valid split of the model's own corpus (or of the corpus flags given).
-    valid = corpus_flags.corpus_from_flags(run_dir.RunDir(MODEL_DIR.value).read_corpus(), MODEL_DIR.value)["valid"]
     valid_probs = scoring.token_probabilities(model, eval_dataset(valid, vocab, config), progress)
     probs = {"valid": valid_probs, "eval": eval_probs}
     return network_mixture.fit_and_score(

@@ -34,7 +34,6 @@ GCIDE_CACHE = app.define_path(
 
 
 FLAGS = (CORPUS, TRAIN_FILES, VALID_FILES, TEST_FILES, GCIDE_PATH, GCIDE_CACHE)
-_WARNED: set[str] = set()  # model directories said to keep no corpus.json (once each)
 _CORPUS_OF = {  # the corpus each path flag is for
     "train_files": "files",
     "valid_files": "files",
@@ -51,8 +50,7 @@ def corpus_from_flags(remembered: dict | None = None, model_dir: str | None = No
     with no corpus flag given reads the default, Brown: that is said, since the model may not be Brown's.
     """
     flags_given = any(flag.present for flag in FLAGS)
-    if model_dir is not None and remembered is None and not flags_given and model_dir not in _WARNED:
-        _WARNED.add(model_dir)
+    if model_dir is not None and remembered is None and not flags_given:
         print(
             f"warning: {model_dir} does not say which corpus it was trained on (it has no corpus.json); reading "
             "--corpus=brown, the default: give the corpus flags if that is not its corpus.",
