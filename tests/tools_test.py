@@ -270,7 +270,7 @@ def test_evaluate_fits_the_mixture_on_the_models_own_corpus(trained, tmp_path):
 def test_a_model_that_does_not_say_its_corpus_is_read_with_brown_and_that_is_said_once(trained, tmp_path):
     model_dir = shutil.copytree(trained["model"], tmp_path / "model")
     os.remove(model_dir / "corpus.json")  # a run from before runs kept it, or one trained on lines in Python
-    # Brown's test scored, and its valid read again to fit the mixture: one warning
+    # Brown's test scored and its valid used to fit the mixture: one reading, one warning
     result = helpers.run_binary("nplm_tf.evaluate", f"--model_dir={model_dir}", f"--ngram_dir={trained['ngram']}")
     assert result.returncode == 0, result.stderr[-2000:]
     warnings = [line for line in result.stderr.splitlines() if line.startswith("warning: ")]

@@ -29,7 +29,7 @@ from pipelines import files
 from pipelines import vocabulary as vocab_lib
 
 
-def check_model_dir(config: Config, model_dir: str, corpus: corpus_lib.Corpus | None = None) -> None:
+def check_model_dir(config: Config, model_dir: str, corpus: corpus_lib.Corpus) -> None:
     """Refuses a directory that holds a model of another configuration, or trained on another corpus
     (config.json and corpus.json are written once the data is checked, by `prepare_data`'s caller). Writes
     nothing: the directory itself is made when the vocabulary is saved, once the data is checked, so a refused
@@ -46,7 +46,7 @@ def check_model_dir(config: Config, model_dir: str, corpus: corpus_lib.Corpus | 
                 f"use a new --model_dir or the same flags."
             )
     kept = run.read_corpus()
-    if kept is not None and corpus is not None and corpus.spec is not None:
+    if kept is not None and corpus.spec is not None:
         # Its vocabulary, tail n-gram, history and best epoch are the kept corpus's. Where a corpus is kept as
         # text (--gcide_cache) does not change it.
         names = sorted((set(kept) | set(corpus.spec)) - {"gcide_cache"})
