@@ -32,7 +32,7 @@ def measure(path: str) -> dict:
     config = Config()
     split = corpus_lib.file_split(path)
     start = time.perf_counter()
-    vocab = vocabulary.build(split, config.min_count)
+    vocab = vocabulary.build(split, config.min_count, config.max_vocab)
     _, tokens, lines = vocabulary.count_split(split)
     prepare = time.perf_counter() - start
     ds = windows.window_dataset(

@@ -42,6 +42,7 @@ class Config:
     hidden_dim: int = 100  # h: tanh hidden units, H is h x (n-1)m (0 with direct: y = b + Wx)
     direct: bool = False  # W: direct connections from x to the output
     min_count: int = 4  # words seen fewer times in train map to <unk>
+    max_vocab: int = 0  # |V| at most this (</s> and <unk> included): only the most frequent words kept (0: no limit)
     epochs: int = 8
     batch_size: int = 256
     optimizer: str = "adam"  # "sgd" (eps_t = eps_0 / (1 + r t)) or "adam"
@@ -78,6 +79,12 @@ class Config:
             "must be positive, or 0 with direct connections (the paper's linear model, MLP3)",
         )
         _check(self.min_count >= 1, "min_count", self.min_count, "must be at least 1")
+        _check(
+            self.max_vocab == 0 or self.max_vocab >= 3,
+            "max_vocab",
+            self.max_vocab,
+            "must be 0 (no limit) or at least 3 (</s>, <unk> and a word)",  # as vocabulary.check_max_vocab
+        )
         _check(self.epochs >= 1, "epochs", self.epochs, "must be at least 1")
         _check(0 <= self.seed < 2**32, "seed", self.seed, "must be in [0, 2**32 - 1]")
         _check(self.batch_size >= 1, "batch_size", self.batch_size, "must be at least 1")

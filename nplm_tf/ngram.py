@@ -24,6 +24,9 @@ SMOOTHING = flags.DEFINE_enum(
 )
 OUTPUT = app.define_path("output", None, "Directory for the model and metrics.json.", required=True)
 MIN_COUNT = flags.DEFINE_integer("min_count", 4, "Words seen fewer times in train become <unk> (as in train).")
+MAX_VOCAB = flags.DEFINE_integer(
+    "max_vocab", 0, "At most this many types, </s> and <unk> included; the most frequent kept (as in train)."
+)
 ARPA = flags.DEFINE_boolean("arpa", True, "Also write model.arpa.")
 
 
@@ -31,10 +34,12 @@ def check():
     """The flag values, and the corpus they name (its files exist), before TensorFlow loads."""
     from nplm_tf.baselines import build
     from pipelines import files
+    from pipelines.vocabulary import check_max_vocab
 
     files.check_output_dir("output", OUTPUT.value)
     if MIN_COUNT.value < 1:
         raise UserError(f"min_count={MIN_COUNT.value} must be at least 1.")
+    check_max_vocab(MAX_VOCAB.value)
     build.check_options(ORDER.value, SMOOTHING.value)
     return corpus_flags.corpus_from_flags()
 
@@ -42,7 +47,9 @@ def check():
 def main(argv, corpus):
     from nplm_tf.baselines import build
 
-    metrics = build.train_ngram(ORDER.value, OUTPUT.value, corpus, MIN_COUNT.value, ARPA.value, SMOOTHING.value)
+    metrics = build.train_ngram(
+        ORDER.value, OUTPUT.value, corpus, MIN_COUNT.value, ARPA.value, SMOOTHING.value, MAX_VOCAB.value
+    )
     print(json.dumps({k: metrics[k] for k in ("order", "valid_perplexity", "test_perplexity", "vocab_size")}))
 
 

@@ -55,7 +55,11 @@ def main(argv, checked):
         rows += table1.network_rows(OUTPUT.value, corpus, base, row, ngrams[0]["dir"], train_perplexity=not QUICK.value)
     command = "python -m nplm_tf.reproduce " + " ".join(sys.argv[1:])
     table1.write_table(
-        OUTPUT.value, rows + ngrams, command, time.perf_counter() - start, table1.protocol(corpus.name, base.min_count)
+        OUTPUT.value,
+        rows + ngrams,
+        command,
+        time.perf_counter() - start,
+        table1.protocol(corpus.name, base.min_count, base.max_vocab),
     )
     print(json.dumps({r["name"]: round(r["test"], 2) for r in rows + ngrams}))
 

@@ -35,6 +35,12 @@ flags.DEFINE_integer("feature_dim", _D.feature_dim, "m: features per word.")
 flags.DEFINE_integer("hidden_dim", _D.hidden_dim, "h: tanh hidden units.")
 flags.DEFINE_boolean("direct", _D.direct, "Direct connections W from the word features to the output.")
 flags.DEFINE_integer("min_count", _D.min_count, "Words seen fewer times in train become <unk>.")
+flags.DEFINE_integer(
+    "max_vocab",
+    _D.max_vocab,
+    "At most this many types, </s> and <unk> included: only the most frequent words of --min_count's are "
+    "kept, the rest become <unk> (0: no limit).",
+)
 flags.DEFINE_integer("epochs", _D.epochs, "Maximum training epochs.")
 flags.DEFINE_integer("patience", _D.patience, "Stop after this many epochs without a better valid perplexity.")
 flags.DEFINE_integer("batch_size", _D.batch_size, "Training batch size (global, over all replicas).")

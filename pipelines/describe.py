@@ -15,13 +15,19 @@ from pipelines import app, corpus_flags
 from pipelines.errors import UserError
 
 MIN_COUNT = flags.DEFINE_integer("min_count", 4, "Words seen fewer times in train become <unk>.")
+MAX_VOCAB = flags.DEFINE_integer(
+    "max_vocab", 0, "At most this many types, </s> and <unk> included; the most frequent kept (as in train)."
+)
 SHORTLISTS = flags.DEFINE_list("shortlists", [], "Short-list sizes N: report the share of tokens in each one's tail.")
 
 
 def check():
     """The flag values, and the corpus they name (its files exist), before TensorFlow loads."""
+    from pipelines import vocabulary
+
     if MIN_COUNT.value < 1:
         raise UserError(f"min_count={MIN_COUNT.value} must be at least 1.")
+    vocabulary.check_max_vocab(MAX_VOCAB.value)
     return corpus_flags.corpus_from_flags(), app.positive_ints(SHORTLISTS)
 
 
@@ -29,7 +35,7 @@ def main(argv, checked):
     from pipelines import vocabulary
 
     corpus, shortlists = checked
-    vocab = vocabulary.build(corpus["train"], MIN_COUNT.value)
+    vocab = vocabulary.build(corpus["train"], MIN_COUNT.value, MAX_VOCAB.value)
     app.positive_ints(SHORTLISTS, vocab.size)
     known = set(vocab.words[2:])  # a literal </s> or <unk> in the text is unknown, as in training
     summary = {"corpus": corpus.name, "vocab_size": vocab.size, "tokens": {}, "lines": {}, "oov_rate": {}}

@@ -2,7 +2,8 @@
 
 Ids 0 .. |V|-1 are the predictable types, most frequent first: `</s>` (0),
 `<unk>` (1), then every word seen at least `min_count` times in train (count
-descending, then by string). The input-only padding symbol `<s>` is id |V|, so
+descending, then by string; with `max_size`, only the first max_size - 2 of them, so that
+|V| <= max_size). The input-only padding symbol `<s>` is id |V|, so
 the softmax has exactly |V| outputs and the feature matrix C has |V| + 1 rows.
 """
 
@@ -16,11 +17,13 @@ from typing import TYPE_CHECKING
 
 from pipelines import corpus as corpus_lib
 from pipelines import files
+from pipelines.errors import UserError
 
 if TYPE_CHECKING:
     import tensorflow as tf
 
 EOS, UNK, BOS = "</s>", "<unk>", "<s>"
+MIN_SIZE = 3  # a size limit keeps at least one word beside </s> and <unk>
 
 
 @dataclasses.dataclass(frozen=True)
@@ -118,8 +121,16 @@ def count_split(split: corpus_lib.Split) -> tuple[collections.Counter, int, int]
     return counts, tokens, lines
 
 
-def build(split: corpus_lib.Split, min_count: int) -> Vocabulary:
-    """Keeps tokens seen at least `min_count` times in `split`; the rest become <unk>."""
+def check_max_vocab(max_size: int) -> None:
+    """A vocabulary size limit (--max_vocab) is 0 (none) or leaves at least one word beside </s> and <unk>."""
+    if max_size != 0 and max_size < MIN_SIZE:
+        raise UserError(f"max_vocab={max_size} must be 0 (no limit) or at least {MIN_SIZE} ({EOS}, {UNK} and a word).")
+
+
+def build(split: corpus_lib.Split, min_count: int, max_size: int = 0) -> Vocabulary:
+    """Keeps tokens seen at least `min_count` times in `split`, and with `max_size` > 0 only the most frequent
+    of them, so that |V| (with </s> and <unk>) is at most max_size; the rest become <unk>."""
+    check_max_vocab(max_size)
     counts, tokens, lines = count_split(split)
     if tokens == 0:
         raise corpus_lib.CorpusError(f"the {split.name} split has no tokens; give it some text.")
@@ -133,6 +144,8 @@ def build(split: corpus_lib.Split, min_count: int) -> Vocabulary:
             f"min_count={min_count} keeps no word of the {split.name} split (its most frequent word occurs "
             f"{most:,} times); lower it."
         )
+    if max_size:
+        kept = kept[: max_size - 2]  # ties at the cut go by string, as the order does
     unk = tokens - sum(c for _, c in kept)
     return Vocabulary(
         (EOS, UNK) + tuple(w for w, _ in kept),

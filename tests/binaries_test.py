@@ -359,6 +359,8 @@ def test_interrupted_training_resumes(sig, code, data, tmp_path):
             "the interpolated model is a trigram; use --order=3 (got 5).",
         ),
         ("pipelines.describe", ["--min_count=0"], "min_count=0 must be at least 1."),
+        ("pipelines.describe", ["--max_vocab=2"], "max_vocab=2 must be 0 (no limit) or at least 3"),
+        ("nplm_tf.ngram", ["--output=OUT", "--max_vocab=-5"], "max_vocab=-5 must be 0 (no limit) or at least 3"),
         (
             "pipelines.describe",
             ["--shortlists=0"],

@@ -25,6 +25,8 @@ def test_defaults_are_the_papers_mlp9_shape():
         ("weight_decay", -1e-3),
         ("precision", "float16"),
         ("min_count", 0),
+        ("max_vocab", -1),
+        ("max_vocab", 2),  # </s> and <unk> only
         ("seed", -1),  # numpy's seeding took it, with a traceback, after the run directory was made
         ("seed", 2**32),
     ],

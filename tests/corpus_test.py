@@ -3,6 +3,7 @@ import os
 import pytest
 
 from pipelines import corpus, corpus_flags, vocabulary
+from pipelines.errors import UserError
 from tests import helpers
 
 
@@ -87,6 +88,19 @@ def test_vocabulary_order_min_count_and_round_trip(tmp_path):
         match=r"min_count=4 keeps no word of the train split \(its most frequent word occurs 3 times\)",
     ):
         vocabulary.build(split, 4)
+
+
+def test_a_vocabulary_size_limit_keeps_the_most_frequent_words():
+    split = corpus.Split("train", lines=("d b a b c c", "a b d e e e"))  # b, e: 3; a, c, d: 2
+    assert vocabulary.build(split, 1).words == ("</s>", "<unk>", "b", "e", "a", "c", "d")
+    capped = vocabulary.build(split, 1, max_size=5)
+    assert capped.words == ("</s>", "<unk>", "b", "e", "a")  # the tie of a, c and d cut by string, as ordered
+    assert capped.counts == (2, 4, 3, 3, 2)  # c and d are <unk> now
+    assert vocabulary.build(split, 3, max_size=5).words == ("</s>", "<unk>", "b", "e")  # min_count applies too
+    assert vocabulary.build(split, 1, max_size=7) == vocabulary.build(split, 1)  # a limit not reached changes nothing
+    for size in (1, 2, -1):
+        with pytest.raises(UserError, match=rf"^max_vocab={size} must be 0 \(no limit\) or at least 3"):
+            vocabulary.build(split, 1, max_size=size)
 
 
 @pytest.mark.parametrize(

@@ -6,6 +6,7 @@ import os
 
 import pytest
 
+from pipelines import vocabulary
 from tests import helpers
 
 
@@ -27,6 +28,25 @@ def kn3(corpus_flags, tmp_path_factory):
     result = helpers.run_binary("nplm_tf.ngram", "--order=3", f"--output={out}", "--min_count=1", *corpus_flags[0])
     assert result.returncode == 0, result.stderr[-3000:]
     return out, json.loads(result.stdout.strip().splitlines()[-1]), result.stderr
+
+
+def test_a_vocabulary_limit_gives_the_ngram_the_networks_vocabulary(corpus_flags, tmp_path):
+    from nplm_tf.config import Config
+    from nplm_tf.training.data import prepare_data
+    from pipelines import corpus as corpus_lib
+
+    out = tmp_path / "kn2"
+    result = helpers.run_binary(
+        "nplm_tf.ngram", "--order=2", f"--output={out}", "--min_count=1", "--max_vocab=10", *corpus_flags[0]
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    metrics = json.load(open(out / "metrics.json"))
+    assert (metrics["vocab_size"], metrics["max_vocab"]) == (10, 10)
+    paths = corpus_flags[1]
+    texts = corpus_lib.files_corpus(paths["train"], paths["valid"], paths["test"])
+    network = prepare_data(Config(order=3, min_count=1, max_vocab=10), texts).vocab
+    assert vocabulary.Vocabulary.load(str(out / "vocab.tsv")) == network
+    assert network.size == 10 < vocabulary.build(texts["train"], 1).size
 
 
 def test_ngram_binary_writes_metrics_and_arpa(kn3):

@@ -92,17 +92,19 @@ def train_ngram(
     min_count: int = 4,
     arpa: bool = True,
     smoothing: str = "kneser_ney",
+    max_vocab: int = 0,
 ) -> dict:
     """Fits the n-gram model on train (and, when interpolated, its λ on valid); writes metrics.json.
 
     `kneser_ney`: interpolated modified Kneser-Ney of `order`, with an ARPA
     export. `interpolated`: the paper's deleted-interpolation trigram (order 3).
+    The vocabulary is the network's for the same `min_count` and `max_vocab`.
     """
     check_options(order, smoothing)
     for name in corpus_lib.SPLITS:
         corpus_lib.check_split(corpus[name], 1)
     run = RunDir(output_dir)
-    vocab = vocab_lib.build(corpus["train"], min_count)
+    vocab = vocab_lib.build(corpus["train"], min_count, max_vocab)
     run.save_vocab(vocab)  # makes output_dir, once the data is checked
     arrays = {name: token_arrays(corpus[name], vocab) for name in corpus_lib.SPLITS}
     kind = "the interpolated trigram" if smoothing == "interpolated" else f"the Kneser-Ney {order}-gram"
@@ -127,6 +129,7 @@ def train_ngram(
         "corpus": corpus.name,
         "vocab_size": vocab.size,
         "min_count": min_count,
+        "max_vocab": max_vocab,
         "tokens": {name: int(p.size) for name, p in probs.items()},
         "warnings": warnings,
         **{f"{name}_perplexity": perplexity(p) for name, p in probs.items()},

@@ -25,7 +25,7 @@ def check_same_vocabulary(nn_vocab: vocab_lib.Vocabulary, ngram_dir: str) -> Non
             how += f"and {nn_vocab.words[i]!r} in the network)"
         raise NgramError(
             f"the n-gram model in {ngram_dir} has another vocabulary {how}; build it from the same corpus "
-            "with the same --min_count."
+            "with the same --min_count and --max_vocab."
         )
 
 

@@ -59,7 +59,9 @@ def ngram_row(output_dir: str, corpus: corpus_lib.Corpus, base: Config, spec) ->
     path = os.path.join(output_dir, sub)
     metrics = run_dir.RunDir(path).read_metrics()
     if metrics is None:
-        metrics = ngram_lib.train_ngram(order, path, corpus, base.min_count, arpa=False, smoothing=smoothing)
+        metrics = ngram_lib.train_ngram(
+            order, path, corpus, base.min_count, arpa=False, smoothing=smoothing, max_vocab=base.max_vocab
+        )
     return {
         "name": name,
         "n": order,
@@ -133,7 +135,7 @@ def network_rows(
     return rows
 
 
-def protocol(corpus_name: str, min_count: int) -> str:
+def protocol(corpus_name: str, min_count: int, max_vocab: int = 0) -> str:
     """The data protocol in words, for a table a user keeps (it names no path outside the output)."""
     if corpus_name == "brown":
         data = (
@@ -143,9 +145,10 @@ def protocol(corpus_name: str, min_count: int) -> str:
         )
     else:
         data = f"corpus '{corpus_name}' as given by its train, valid and test files (each line one unit)"
+    most = f" (at most {max_vocab:,} types in all, the most frequent)" if max_vocab else ""
     return (
         f"Data: {data}. Vocabulary: the words seen at least {min_count} times in train, plus </s> and "
-        "<unk>. Perplexity: every predicted token including </s> and <unk>, probabilities exactly normalized "
+        f"<unk>{most}. Perplexity: every predicted token including </s> and <unk>, probabilities exactly normalized "
         "over the vocabulary."
     )
 

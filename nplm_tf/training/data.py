@@ -64,7 +64,7 @@ def prepare_data(
         corpus_lib.check_split(corpus[name], config.order)
     run = RunDir(model_dir) if model_dir else None
     reload = run is not None and run.has_config() and run.has_vocab()
-    vocab = run.load_vocab() if reload else vocab_lib.build(corpus["train"], config.min_count)
+    vocab = run.load_vocab() if reload else vocab_lib.build(corpus["train"], config.min_count, config.max_vocab)
     config.check_vocab_size(vocab.size)
     if check and not reload:
         check(vocab)
