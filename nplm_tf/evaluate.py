@@ -5,13 +5,13 @@
 
 Prints one JSON line: perplexity, tokens, oov_rate. --per_token writes one line
 per predicted token: the token (as the vocabulary sees it), ln P and log10 P
-(the network's; with --ngram_dir, `nplm_tf.query --ngram_dir` prints the
-mixture's per word).
+(the network's; with --ngram_dir, --mixture_per_token writes the mixture's, and
+`nplm_tf.compare` compares two such files).
 """
 
 import contextlib
 import json
-import math
+import os
 import sys
 
 from absl import flags
@@ -34,7 +34,12 @@ PER_TOKEN = app.define_path(
     "per_token",
     None,
     "Write token<TAB>ln_prob<TAB>log10_prob per predicted token here: the network's probabilities, with "
-    "--ngram_dir too (nplm_tf.query --ngram_dir prints the mixture's per word).",
+    "--ngram_dir too (--mixture_per_token writes the mixture's).",
+)
+MIXTURE_PER_TOKEN = app.define_path(
+    "mixture_per_token",
+    None,
+    "With --ngram_dir: write the mixture's (one weight per context frequency) per-token file here, as --per_token.",
 )
 PRECISION = run_dir.precision_flag("Score")
 PROGRESS = flags.DEFINE_boolean(
@@ -45,16 +50,27 @@ PROGRESS = flags.DEFINE_boolean(
 def check() -> None:
     """That --model_dir holds a trained model and --per_token can be written, before TensorFlow loads."""
     from pipelines import files
+    from pipelines.errors import UserError
 
     run_dir.check_trained(MODEL_DIR.value)
-    if PER_TOKEN.value:
-        files.check_output_file("per_token", PER_TOKEN.value)
+    if MIXTURE_PER_TOKEN.value and not NGRAM_DIR.value:
+        raise UserError("--mixture_per_token needs --ngram_dir (the n-gram the network is mixed with).")
+    for flag in (PER_TOKEN, MIXTURE_PER_TOKEN):
+        if flag.value:
+            files.check_output_file(flag.name, flag.value)
+    if (
+        PER_TOKEN.value
+        and MIXTURE_PER_TOKEN.value
+        and os.path.abspath(PER_TOKEN.value) == os.path.abspath(MIXTURE_PER_TOKEN.value)
+    ):
+        raise UserError("--per_token and --mixture_per_token name the same file; give two.")
 
 
 def main(argv, checked):
     import numpy as np
 
     from nplm_tf.network import scoring
+    from nplm_tf.tools import per_token
     from nplm_tf.training.data import eval_dataset
     from pipelines import corpus as corpus_lib
     from pipelines import files
@@ -79,7 +95,7 @@ def main(argv, checked):
         def on_batch(targets, nll):
             if out:
                 for target, value in zip(targets, nll):
-                    out.write(f"{vocab.words[target]}\t{-value:.6f}\t{-value / math.log(10):.6f}\n")
+                    out.write(per_token.line(vocab.words[target], -value))
             if NGRAM_DIR.value:
                 nll_parts.append(nll)
 
@@ -94,11 +110,13 @@ def main(argv, checked):
     summary = {"perplexity": result.perplexity, "tokens": result.tokens, "oov_rate": result.oov_rate}
     if NGRAM_DIR.value:
         eval_probs = np.exp(-np.concatenate(nll_parts))
-        summary["mixture"] = mix_with_ngram(config, vocab, model, corpus["valid"], split, eval_probs, progress)
+        summary["mixture"] = mix_with_ngram(
+            config, vocab, model, corpus["valid"], split, eval_probs, progress, MIXTURE_PER_TOKEN.value
+        )
     print(json.dumps(summary))
 
 
-def mix_with_ngram(config, vocab, model, valid, split, eval_probs, progress=False):
+def mix_with_ngram(config, vocab, model, valid, split, eval_probs, progress=False, per_token=None):
     from nplm_tf.baselines import network_mixture
     from nplm_tf.network import scoring
     from nplm_tf.training.data import eval_dataset
@@ -106,7 +124,7 @@ def mix_with_ngram(config, vocab, model, valid, split, eval_probs, progress=Fals
     valid_probs = scoring.token_probabilities(model, eval_dataset(valid, vocab, config), progress)
     probs = {"valid": valid_probs, "eval": eval_probs}
     return network_mixture.fit_and_score(
-        probs, {"valid": valid, "eval": split}, vocab, NGRAM_DIR.value, MODEL_DIR.value, "eval"
+        probs, {"valid": valid, "eval": split}, vocab, NGRAM_DIR.value, MODEL_DIR.value, "eval", per_token
     )
 
 

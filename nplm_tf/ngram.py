@@ -4,7 +4,8 @@
     python -m nplm_tf.ngram --order=3 --output=DIR --corpus=files --train_files=...
 
 Writes DIR/metrics.json (valid_perplexity, test_perplexity, as `train` does),
-DIR/vocab.tsv, DIR/ngram.npz and DIR/model.arpa (loadable by KenLM / SRILM).
+DIR/vocab.tsv, DIR/ngram.npz and DIR/model.arpa (loadable by KenLM / SRILM); --per_token, the test
+split's probability of each token.
 """
 
 import json
@@ -28,6 +29,12 @@ MAX_VOCAB = flags.DEFINE_integer(
     "max_vocab", 0, "At most this many types, </s> and <unk> included; the most frequent kept (as in train)."
 )
 ARPA = flags.DEFINE_boolean("arpa", True, "Also write model.arpa.")
+PER_TOKEN = app.define_path(
+    "per_token",
+    None,
+    "Also write the test split's token<TAB>ln_prob<TAB>log10_prob per predicted token here, as "
+    "`evaluate --per_token` does (`nplm_tf.compare` compares two such files).",
+)
 
 
 def check():
@@ -37,6 +44,8 @@ def check():
     from pipelines.vocabulary import check_max_vocab
 
     files.check_output_dir("output", OUTPUT.value)
+    if PER_TOKEN.value:
+        files.check_output_file("per_token", PER_TOKEN.value)
     if MIN_COUNT.value < 1:
         raise UserError(f"min_count={MIN_COUNT.value} must be at least 1.")
     check_max_vocab(MAX_VOCAB.value)
@@ -48,7 +57,14 @@ def main(argv, corpus):
     from nplm_tf.baselines import build
 
     metrics = build.train_ngram(
-        ORDER.value, OUTPUT.value, corpus, MIN_COUNT.value, ARPA.value, SMOOTHING.value, MAX_VOCAB.value
+        ORDER.value,
+        OUTPUT.value,
+        corpus,
+        MIN_COUNT.value,
+        ARPA.value,
+        SMOOTHING.value,
+        MAX_VOCAB.value,
+        PER_TOKEN.value,
     )
     print(json.dumps({k: metrics[k] for k in ("order", "valid_perplexity", "test_perplexity", "vocab_size")}))
 

@@ -55,9 +55,20 @@ def trained(tmp_path_factory):
     )
     assert result.returncode == 0, result.stderr[-3000:]
     ngram_dir = str(root / "kn3")
-    result = helpers.run_binary("nplm_tf.ngram", "--order=3", f"--output={ngram_dir}", "--min_count=2", *corpus)
+    ngram_tokens = str(root / "kn3_test.tsv")
+    result = helpers.run_binary(
+        "nplm_tf.ngram", "--order=3", f"--output={ngram_dir}", "--min_count=2", f"--per_token={ngram_tokens}", *corpus
+    )
     assert result.returncode == 0, result.stderr[-3000:]
-    return {"model": model_dir, "ngram": ngram_dir, "corpus": corpus, "test": test, "valid": valid, "root": root}
+    return {
+        "model": model_dir,
+        "ngram": ngram_dir,
+        "ngram_tokens": ngram_tokens,
+        "corpus": corpus,
+        "test": test,
+        "valid": valid,
+        "root": root,
+    }
 
 
 def run_with_input(module, text, *args, env=None):
@@ -361,3 +372,54 @@ def test_standard_input_drops_a_byte_order_mark_at_its_start():
 
     stream = io.BytesIO("\ufeffthe cat\r\n\ufeffsat\n".encode())
     assert list(text_input.read_lines(stream)) == ["the cat", "\ufeffsat"]
+
+
+def test_the_network_the_ngram_and_their_mixture_compared_token_by_token_on_test(trained, tmp_path):
+    """`ngram --per_token` and `evaluate --per_token / --mixture_per_token` write the test split alike;
+    `compare` pairs two of them."""
+    model = str(shutil.copytree(trained["model"], tmp_path / "model"))  # the fitted mixture is saved in it
+    network_tokens, mixed_tokens = str(tmp_path / "network.tsv"), str(tmp_path / "mixed.tsv")
+    evaluated = helpers.run_binary(
+        "nplm_tf.evaluate",
+        f"--model_dir={model}",
+        f"--per_token={network_tokens}",
+        f"--ngram_dir={trained['ngram']}",
+        f"--mixture_per_token={mixed_tokens}",
+    )
+    assert evaluated.returncode == 0, evaluated.stderr[-2000:]
+    network = json.loads(evaluated.stdout.splitlines()[-1])
+    ngram = json.load(open(os.path.join(trained["ngram"], "metrics.json")))
+
+    def compare(baseline, candidate):
+        result = helpers.run_binary(
+            "nplm_tf.compare", f"--baseline={baseline}", f"--candidate={candidate}", "--samples=300"
+        )
+        assert result.returncode == 0, result.stderr[-2000:]
+        return json.loads(result.stdout)
+
+    compared = compare(trained["ngram_tokens"], network_tokens)
+    units = len(open(trained["test"], encoding="utf-8").read().splitlines())
+    assert (compared["tokens"], compared["units"]) == (network["tokens"], units)
+    assert compared["baseline_perplexity"] == pytest.approx(ngram["test_perplexity"], rel=1e-5)
+    assert compared["candidate_perplexity"] == pytest.approx(network["perplexity"], rel=1e-5)
+    assert compared["ratio"] == pytest.approx(network["perplexity"] / ngram["test_perplexity"], rel=1e-5)
+    low, high = compared["ratio_95"]
+    assert low <= compared["ratio"] <= high
+    mixed = compare(network_tokens, mixed_tokens)
+    expected = network["mixture"]["context_frequency"]["perplexity"]
+    assert mixed["candidate_perplexity"] == pytest.approx(expected, rel=1e-5)
+    assert mixed["baseline_perplexity"] == pytest.approx(network["perplexity"], rel=1e-5)
+    # Without --ngram_dir there is no mixture to write; one file named twice is refused: nothing is written.
+    for flags, message in (
+        ([f"--mixture_per_token={tmp_path / 'x.tsv'}"], "--mixture_per_token needs --ngram_dir"),
+        (
+            [
+                f"--ngram_dir={trained['ngram']}",
+                f"--per_token={tmp_path / 'x.tsv'}",
+                f"--mixture_per_token={tmp_path / 'x.tsv'}",
+            ],
+            "--per_token and --mixture_per_token name the same file; give two.",
+        ),
+    ):
+        helpers.assert_one_sentence(helpers.run_binary("nplm_tf.evaluate", f"--model_dir={model}", *flags), message)
+        assert not (tmp_path / "x.tsv").exists()

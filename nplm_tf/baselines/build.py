@@ -20,6 +20,7 @@ from nplm_tf.baselines import arpa as arpa_lib
 from nplm_tf.baselines import interpolated
 from nplm_tf.baselines import kneser_ney as kn
 from nplm_tf.run_dir import NGRAM_MODEL, RunDir
+from nplm_tf.tools import per_token as per_token_lib
 from pipelines import corpus as corpus_lib
 from pipelines import files
 from pipelines import vocabulary as vocab_lib
@@ -93,12 +94,14 @@ def train_ngram(
     arpa: bool = True,
     smoothing: str = "kneser_ney",
     max_vocab: int = 0,
+    per_token: str | None = None,
 ) -> dict:
     """Fits the n-gram model on train (and, when interpolated, its λ on valid); writes metrics.json.
 
     `kneser_ney`: interpolated modified Kneser-Ney of `order`, with an ARPA
     export. `interpolated`: the paper's deleted-interpolation trigram (order 3).
-    The vocabulary is the network's for the same `min_count` and `max_vocab`.
+    The vocabulary is the network's for the same `min_count` and `max_vocab`. `per_token`: a file to write
+    the test split's ln P per token to, as `evaluate --per_token` does.
     """
     check_options(order, smoothing)
     for name in corpus_lib.SPLITS:
@@ -138,5 +141,8 @@ def train_ngram(
         metrics["discounts"] = {str(k): list(model.orders[k].discounts) for k in range(1, order + 1)}
     else:
         metrics["lambdas"] = model.lambdas.tolist()
+    if per_token:
+        test = arrays["test"]
+        per_token_lib.write(per_token, (vocab.words[i] for i in test.tokens[test.predicted]), np.log(probs["test"]))
     run.write_metrics(metrics)
     return metrics

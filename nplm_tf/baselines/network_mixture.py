@@ -8,6 +8,7 @@ from nplm_tf.baselines import build as ngram_lib
 from nplm_tf.baselines import mixture
 from nplm_tf.baselines.kneser_ney import NgramError
 from nplm_tf.run_dir import RunDir
+from nplm_tf.tools import per_token as per_token_lib
 from pipelines import corpus as corpus_lib
 from pipelines import vocabulary as vocab_lib
 
@@ -36,8 +37,10 @@ def fit_and_score(
     ngram_dir: str,
     model_dir: str,
     eval_split: str,
+    per_token: str | None = None,
 ) -> dict:
-    """Fits the three mixtures on `valid`, reports them on `eval_split`, saves the weights."""
+    """Fits the three mixtures on `valid`, reports them on `eval_split`, saves the weights; `per_token`: a file
+    to write the eval split's ln P per token under the mixture with one weight per context frequency."""
     check_same_vocabulary(vocab, ngram_dir)
     ngram = ngram_lib.load(ngram_dir)
     arrays = {name: ngram_lib.token_arrays(split, vocab) for name, split in splits.items()}
@@ -49,6 +52,7 @@ def fit_and_score(
     lam, _ = mixture.em_weight(nn_probs["valid"], ng["valid"])
     weights = mixture.bucket_weights(nn_probs["valid"], ng["valid"], buckets["valid"], NUM_BUCKETS)
     p_nn, p_ng = nn_probs[eval_split], ng[eval_split]
+    p_mixed = mixture.mix(p_nn, p_ng, weights[buckets[eval_split]])
     report = {
         "ngram_dir": ngram_dir,
         "ngram_order": ngram.order,
@@ -59,9 +63,12 @@ def fit_and_score(
         "context_frequency": {
             "buckets": "0: unseen context; b >= 1: train count in [2^(b-1), 2^b)",
             "weights": weights.tolist(),
-            "perplexity": ngram_lib.perplexity(mixture.mix(p_nn, p_ng, weights[buckets[eval_split]])),
+            "perplexity": ngram_lib.perplexity(p_mixed),
         },
     }
     saved = {"ngram_dir": ngram_dir, "ngram_order": ngram.order, "em": lam, "context_frequency": weights.tolist()}
     RunDir(model_dir).write_mixture(saved)
+    if per_token:
+        data = arrays[eval_split]
+        per_token_lib.write(per_token, (vocab.words[i] for i in data.tokens[data.predicted]), np.log(p_mixed))
     return report

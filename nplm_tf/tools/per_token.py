@@ -1,0 +1,105 @@
+"""Per-token scores as `evaluate --per_token` and `ngram --per_token` write them, and a paired comparison.
+
+A file has one line per predicted token: `token<TAB>ln P<TAB>log10 P`, in the order of the text, each
+unit (a line of the corpus, a Brown text) ending with `</s>`. Two models scored on the same text and
+vocabulary give the same tokens, so their files can be compared unit by unit: `compare` gives both
+perplexities, their ratio, and an interval for the ratio by a paired bootstrap over units (Koehn 2004's
+resampling of test sentences, here of the units the models score independently).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from pipelines import corpus as corpus_lib
+from pipelines import files
+from pipelines.errors import UserError
+from pipelines.vocabulary import EOS
+
+LN10 = math.log(10)
+
+
+def line(word: str, ln_prob: float) -> str:
+    return f"{word}\t{ln_prob:.6f}\t{ln_prob / LN10:.6f}\n"
+
+
+def write(path: str, words, ln_probs) -> None:
+    """The whole file at once, under a temporary name renamed when complete."""
+    with files.atomic_output(path) as temporary, open(temporary, "w", encoding="utf-8") as out:
+        out.writelines(line(w, float(p)) for w, p in zip(words, ln_probs))
+
+
+def read(path: str, flag: str) -> tuple[list[str], np.ndarray]:
+    """(tokens, ln P) of a per-token file, or one sentence saying what is wrong with it."""
+    words, values = [], []
+    for number, text in enumerate(corpus_lib.file_split(path, flag).iter_lines(), start=1):
+        parts = text.rstrip("\r\n").split("\t")
+        try:
+            if len(parts) != 3:
+                raise ValueError
+            value = float(parts[1])
+        except ValueError:
+            raise UserError(
+                f"{path} line {number} is not token<TAB>ln_prob<TAB>log10_prob; give a file written by "
+                "`evaluate --per_token` or `ngram --per_token`."
+            ) from None
+        if not value <= 0.0:  # also NaN
+            raise UserError(f"{path} line {number} has ln P = {parts[1]}, which is not a log-probability.")
+        words.append(parts[0])
+        values.append(value)
+    if not words:
+        raise UserError(f"{path} is empty; score some text with --per_token first.")
+    if words[-1] != EOS:
+        raise UserError(f"{path} does not end with {EOS}: it is cut short (each unit of text ends with {EOS}).")
+    return words, np.asarray(values, np.float64)
+
+
+def check_same_tokens(a: tuple[str, list[str]], b: tuple[str, list[str]]) -> None:
+    (path_a, words_a), (path_b, words_b) = a, b
+    for number, (x, y) in enumerate(zip(words_a, words_b), start=1):
+        if x != y:
+            raise UserError(
+                f"{path_a} and {path_b} score different tokens (line {number}: {x!r} and {y!r}); score the "
+                "same text with models of the same vocabulary (the same --min_count and --max_vocab)."
+            )
+    if len(words_a) != len(words_b):
+        raise UserError(
+            f"{path_a} has {len(words_a):,} tokens and {path_b} {len(words_b):,}; score the same text with both."
+        )
+
+
+def unit_sums(words: list[str], ln_probs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per unit (ending at each </s>): the sum of ln P and the number of tokens."""
+    ends = np.flatnonzero(np.asarray(words, dtype=object) == EOS)
+    starts = np.concatenate([[0], ends[:-1] + 1])
+    return np.add.reduceat(ln_probs, starts), (ends - starts + 1).astype(np.float64)
+
+
+def compare(words: list[str], baseline: np.ndarray, candidate: np.ndarray, samples: int, seed: int) -> dict:
+    """Perplexities of two models on the same tokens, and the candidate's perplexity over the baseline's with
+    the 2.5% and 97.5% quantiles of that ratio over `samples` resamplings of the units, with replacement."""
+    base_units, lengths = unit_sums(words, baseline)
+    cand_units, _ = unit_sums(words, candidate)
+    tokens = lengths.sum()
+    ratio = math.exp((baseline.sum() - candidate.sum()) / tokens)
+    rng = np.random.default_rng(seed)
+    units = lengths.size
+    ratios = np.empty(samples)
+    for s in range(samples):  # unit counts per resampling: memory of one resampling, whatever the number
+        weights = np.bincount(rng.integers(0, units, units), minlength=units)
+        ratios[s] = math.exp((weights @ base_units - weights @ cand_units) / (weights @ lengths))
+    low, high = np.quantile(ratios, [0.025, 0.975])
+    return {
+        "tokens": int(tokens),
+        "units": int(units),
+        "baseline_perplexity": math.exp(-baseline.sum() / tokens),
+        "candidate_perplexity": math.exp(-candidate.sum() / tokens),
+        "ratio": ratio,
+        "ratio_95": [float(low), float(high)],
+        "candidate_better_share": float(np.mean(ratios < 1.0)),
+        "units_candidate_better": int(np.sum(cand_units > base_units)),
+        "samples": samples,
+        "seed": seed,
+    }
