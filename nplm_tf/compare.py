@@ -3,13 +3,16 @@
     python -m nplm_tf.ngram --order=5 --output=runs/kn5 --per_token=runs/kn5_test.tsv
     python -m nplm_tf.evaluate --model_dir=runs/mlp9 --per_token=runs/mlp9_test.tsv
     python -m nplm_tf.compare --baseline=runs/kn5_test.tsv --candidate=runs/mlp9_test.tsv
+    python -m nplm_tf.compare --baseline=kn5_query.txt --candidate=mlp9_query.txt    # two `query` outputs
 
 Prints one JSON line: both perplexities, `ratio` (the candidate's perplexity over the baseline's), and
 `ratio_95`, the middle 95% of that ratio over --samples resamplings of the text's units (its lines; Brown's
 texts) with replacement, each unit's tokens kept together, the same units for both models (a paired
 bootstrap). An interval that excludes 1 says the difference is larger than the choice of test units
 explains. `candidate_better_share` is the share of resamplings in which the candidate's perplexity is lower;
-`units_candidate_better` counts the units it scores higher.
+`units_candidate_better` counts the units it scores higher. Two outputs of `nplm_tf.query` on the same
+text (the network, `--ngram_dir --ngram_only` for the n-gram, `--ngram_dir` for the mixture) compare the
+same way, one unit per line of the text.
 """
 
 import json
@@ -19,7 +22,9 @@ from absl import flags
 from pipelines import app
 from pipelines.errors import UserError
 
-BASELINE = app.define_path("baseline", None, "Per-token scores of the baseline (`--per_token`'s file).", required=True)
+BASELINE = app.define_path(
+    "baseline", None, "Per-token scores of the baseline (a `--per_token` file, or `query`'s output).", required=True
+)
 CANDIDATE = app.define_path("candidate", None, "Per-token scores of the candidate, on the same text.", required=True)
 SAMPLES = flags.DEFINE_integer("samples", 1000, "Bootstrap resamplings of the units.")
 SEED = flags.DEFINE_integer("seed", 0, "Seed of the resampling.")
@@ -33,10 +38,10 @@ def check():
         raise UserError(f"samples={SAMPLES.value} must be at least 1.")
     if SEED.value < 0:
         raise UserError(f"seed={SEED.value} must be >= 0.")
-    baseline = per_token.read(BASELINE.value, "baseline")
-    candidate = per_token.read(CANDIDATE.value, "candidate")
-    per_token.check_same_tokens((BASELINE.value, baseline[0]), (CANDIDATE.value, candidate[0]))
-    return baseline[0], baseline[1], candidate[1]
+    words, baseline, kind = per_token.read(BASELINE.value, "baseline")
+    candidate_words, candidate, candidate_kind = per_token.read(CANDIDATE.value, "candidate")
+    per_token.check_same_tokens((BASELINE.value, words, kind), (CANDIDATE.value, candidate_words, candidate_kind))
+    return words, baseline, candidate
 
 
 def main(argv, checked):

@@ -54,8 +54,8 @@ def _write(path, rows):
 def test_a_written_file_reads_back(tmp_path):
     path = str(tmp_path / "t.tsv")
     per_token.write(path, WORDS, -np.arange(1.0, 10.0) / 3)
-    words, values = per_token.read(path, "baseline")
-    assert words == WORDS
+    words, values, kind = per_token.read(path, "baseline")
+    assert (words, kind) == (WORDS, "per-token")
     assert np.allclose(values, -np.arange(1.0, 10.0) / 3, atol=1e-6)
     first = open(path, encoding="utf-8").readline().split("\t")
     assert float(first[2]) == pytest.approx(float(first[1]) / math.log(10), abs=1e-6)
@@ -77,8 +77,40 @@ def test_a_file_that_is_not_per_token_scores_is_one_sentence(rows, message, tmp_
 
 
 def test_two_files_must_score_the_same_tokens():
-    per_token.check_same_tokens(("a.tsv", WORDS), ("b.tsv", list(WORDS)))
-    with pytest.raises(UserError, match=r"^a.tsv and b.tsv score different tokens \(line 4: 'c' and '<unk>'\)"):
-        per_token.check_same_tokens(("a.tsv", WORDS), ("b.tsv", WORDS[:3] + ["<unk>"] + WORDS[4:]))
+    per_token.check_same_tokens(("a.tsv", WORDS, "per-token"), ("b.tsv", list(WORDS), "per-token"))
+    with pytest.raises(UserError, match=r"^a.tsv and b.tsv score different tokens \(token 4: 'c' and '<unk>'\)"):
+        per_token.check_same_tokens(
+            ("a.tsv", WORDS, "per-token"), ("b.tsv", WORDS[:3] + ["<unk>"] + WORDS[4:], "per-token")
+        )
     with pytest.raises(UserError, match="a.tsv has 9 tokens and b.tsv 6; score the same text with both."):
-        per_token.check_same_tokens(("a.tsv", WORDS), ("b.tsv", WORDS[:6]))
+        per_token.check_same_tokens(("a.tsv", WORDS, "per-token"), ("b.tsv", WORDS[:6], "per-token"))
+    with pytest.raises(UserError, match="^a.tsv is a per-token file and b.txt `nplm_tf.query`'s output; compare two"):
+        per_token.check_same_tokens(("a.tsv", WORDS, "per-token"), ("b.txt", WORDS, "query"))
+
+
+QUERY = (
+    "The=13 1 -0.834606\tjury=1459 2 -2.83576\t</s>=0 3 -5.075\tTotal: -8.745366 OOV: 0\n"
+    "</s>=0 1 -2.66741\tTotal: -2.66741 OOV: 0\n"
+    "a=b=1 1 -0.5\t</s>=1 2 -1.5\t</s>=0 3 -2\tTotal: -4 OOV: 2\n"
+    "Perplexity including OOVs:\t147.5594888\n"
+    "Perplexity excluding OOVs:\t200.3297482\n"
+    "OOVs:\t2\n"
+    "Tokens:\t9\n"
+)
+
+
+def test_query_output_reads_as_lines_of_word_id_tokens(tmp_path):
+    path = tmp_path / "q.txt"
+    path.write_text(QUERY, encoding="utf-8")
+    words, values, kind = per_token.read(str(path), "baseline")
+    # A literal "</s>" in the text is the unknown word (id 1), not an end of line.
+    assert words == ["The=13", "jury=1459", "</s>", "</s>", "a=b=1", "</s>=1", "</s>"]
+    assert kind == "query"
+    assert np.allclose(values / math.log(10), [-0.834606, -2.83576, -5.075, -2.66741, -0.5, -1.5, -2])
+    assert per_token.unit_sums(words, values)[1].tolist() == [3, 1, 3]
+    path.write_text(QUERY.replace("jury=1459 2 -2.83576", "jury -2.83576"), encoding="utf-8")
+    with pytest.raises(UserError, match=r"line 1 has 'jury -2.83576', which is not `word=id n log10P`"):
+        per_token.read(str(path), "baseline")
+    path.write_text(QUERY.replace("Total: -4 OOV: 2", "and more"), encoding="utf-8")
+    with pytest.raises(UserError, match="line 3 is not a line of `nplm_tf.query`'s output"):
+        per_token.read(str(path), "baseline")

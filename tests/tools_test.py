@@ -409,6 +409,21 @@ def test_the_network_the_ngram_and_their_mixture_compared_token_by_token_on_test
     expected = network["mixture"]["context_frequency"]["perplexity"]
     assert mixed["candidate_perplexity"] == pytest.approx(expected, rel=1e-5)
     assert mixed["baseline_perplexity"] == pytest.approx(network["perplexity"], rel=1e-5)
+    # `query`'s outputs on the same text compare alike, a unit per line; `query` counts a line's </s> as
+    # evaluate does, so the perplexities are those `query` prints.
+    text = open(trained["test"], encoding="utf-8").read()
+    printed = {}
+    for name, flags in (("network", []), ("ngram", [f"--ngram_dir={trained['ngram']}", "--ngram_only"])):
+        result = run_with_input("nplm_tf.query", text, f"--model_dir={model}", *flags)
+        assert result.returncode == 0, result.stderr[-2000:]
+        (tmp_path / f"{name}_query.txt").write_bytes(result.stdout)
+        last = result.stdout.decode().splitlines()
+        printed[name] = float(next(line for line in last if line.startswith("Perplexity including")).split("\t")[1])
+    by_query = compare(tmp_path / "ngram_query.txt", tmp_path / "network_query.txt")
+    assert (by_query["tokens"], by_query["units"]) == (network["tokens"], units)
+    assert by_query["baseline_perplexity"] == pytest.approx(printed["ngram"], rel=1e-5)
+    assert by_query["candidate_perplexity"] == pytest.approx(printed["network"], rel=1e-5)
+    assert by_query["ratio"] == pytest.approx(compared["ratio"], rel=1e-4)
     # Without --ngram_dir there is no mixture to write; one file named twice is refused: nothing is written.
     for flags, message in (
         ([f"--mixture_per_token={tmp_path / 'x.tsv'}"], "--mixture_per_token needs --ngram_dir"),

@@ -1,7 +1,8 @@
 """Per-token scores as `evaluate --per_token` and `ngram --per_token` write them, and a paired comparison.
 
 A file has one line per predicted token: `token<TAB>ln P<TAB>log10 P`, in the order of the text, each
-unit (a line of the corpus, a Brown text) ending with `</s>`. Two models scored on the same text and
+unit (a line of the corpus, a Brown text) ending with `</s>`. `nplm_tf.query`'s output (the network, the
+n-gram or their mixture on any text, one unit per line) is read as well. Two models scored on the same text and
 vocabulary give the same tokens, so their files can be compared unit by unit: `compare` gives both
 perplexities, their ratio, and an interval for the ratio by a paired bootstrap over units (Koehn 2004's
 resampling of test sentences, here of the units the models score independently).
@@ -19,6 +20,7 @@ from pipelines.errors import UserError
 from pipelines.vocabulary import EOS
 
 LN10 = math.log(10)
+KINDS = {"per-token": "a per-token file", "query": "`nplm_tf.query`'s output"}
 
 
 def line(word: str, ln_prob: float) -> str:
@@ -31,11 +33,20 @@ def write(path: str, words, ln_probs) -> None:
         out.writelines(line(w, float(p)) for w, p in zip(words, ln_probs))
 
 
-def read(path: str, flag: str) -> tuple[list[str], np.ndarray]:
-    """(tokens, ln P) of a per-token file, or one sentence saying what is wrong with it."""
+def read(path: str, flag: str) -> tuple[list[str], np.ndarray, str]:
+    """(tokens, ln P, kind) of a per-token file (kind "per-token") or of `nplm_tf.query`'s output ("query"), or
+    one sentence saying what is wrong.
+
+    `query` prints a line per line of text, `word=id n log10P` per token; its tokens are kept as `word=id`
+    (so two models of different vocabularies do not match) and each line's end as `</s>`.
+    """
     words, values = [], []
-    for number, text in enumerate(corpus_lib.file_split(path, flag).iter_lines(), start=1):
-        parts = text.rstrip("\r\n").split("\t")
+    lines = enumerate(corpus_lib.file_split(path, flag).iter_lines(), start=1)
+    for number, text in lines:
+        text = text.rstrip("\r\n")
+        parts = text.split("\t")
+        if parts[-1].startswith("Total: ") or text.startswith("Perplexity including OOVs:"):
+            return _read_query(path, number, text, lines, words, values)
         try:
             if len(parts) != 3:
                 raise ValueError
@@ -43,25 +54,57 @@ def read(path: str, flag: str) -> tuple[list[str], np.ndarray]:
         except ValueError:
             raise UserError(
                 f"{path} line {number} is not token<TAB>ln_prob<TAB>log10_prob; give a file written by "
-                "`evaluate --per_token` or `ngram --per_token`."
+                "`evaluate --per_token`, `ngram --per_token` or `evaluate --mixture_per_token`, or `query`'s output."
             ) from None
-        if not value <= 0.0:  # also NaN
-            raise UserError(f"{path} line {number} has ln P = {parts[1]}, which is not a log-probability.")
-        words.append(parts[0])
-        values.append(value)
+        _append(path, number, parts[0], value, parts[1], words, values)
+    return (*_checked(path, words, values), "per-token")
+
+
+def _append(path, number, word, value, shown, words, values) -> None:
+    if not value <= 0.0:  # also NaN
+        raise UserError(f"{path} line {number} has ln P = {shown}, which is not a log-probability.")
+    words.append(word)
+    values.append(value)
+
+
+def _read_query(path, number, text, lines, words, values) -> tuple[list[str], np.ndarray, str]:
+    if words:
+        raise UserError(f"{path} line {number} is `query` output after per-token lines; give one kind of file.")
+    while not text.startswith("Perplexity including OOVs:"):
+        fields = text.split("\t")
+        if not fields[-1].startswith("Total: "):
+            raise UserError(f"{path} line {number} is not a line of `nplm_tf.query`'s output.")
+        for field in fields[:-1]:
+            try:
+                key, _, log10 = field.rsplit(" ", 2)
+                word, id_ = key.rsplit("=", 1)
+                value = float(log10) * LN10
+                int(id_)
+            except ValueError:
+                raise UserError(f"{path} line {number} has {field!r}, which is not `word=id n log10P`.") from None
+            _append(path, number, EOS if key == f"{EOS}=0" else key, value, log10, words, values)
+        number, text = next(lines, (number, "Perplexity including OOVs:"))
+        text = text.rstrip("\r\n")
+    return (*_checked(path, words, values), "query")
+
+
+def _checked(path, words, values) -> tuple[list[str], np.ndarray]:
     if not words:
-        raise UserError(f"{path} is empty; score some text with --per_token first.")
+        raise UserError(f"{path} is empty; score some text with --per_token (or `query`) first.")
     if words[-1] != EOS:
         raise UserError(f"{path} does not end with {EOS}: it is cut short (each unit of text ends with {EOS}).")
     return words, np.asarray(values, np.float64)
 
 
-def check_same_tokens(a: tuple[str, list[str]], b: tuple[str, list[str]]) -> None:
-    (path_a, words_a), (path_b, words_b) = a, b
+def check_same_tokens(a: tuple[str, list[str], str], b: tuple[str, list[str], str]) -> None:
+    """Two score files (path, tokens, kind) are of one kind and score the same tokens."""
+    (path_a, words_a, kind_a), (path_b, words_b, kind_b) = a, b
+    if kind_a != kind_b:
+        raise UserError(f"{path_a} is {KINDS[kind_a]} and {path_b} {KINDS[kind_b]}; compare two of one kind.")
     for number, (x, y) in enumerate(zip(words_a, words_b), start=1):
         if x != y:
             raise UserError(
-                f"{path_a} and {path_b} score different tokens (line {number}: {x!r} and {y!r}); score the "
+                f"{path_a} and {path_b} score different tokens (token {number:,}: {x!r} and {y!r}); score the "
                 "same text with models of the same vocabulary (the same --min_count and --max_vocab)."
             )
     if len(words_a) != len(words_b):
