@@ -31,12 +31,18 @@ def test_quick_reproduce_writes_the_table_and_resumes(tmp_path):
     rows = {r["name"]: r for r in table["rows"]}
     assert (rows["MLP7"]["n"], rows["MLP7"]["h"], rows["MLP7"]["m"], rows["MLP7"]["direct"]) == (3, 50, 30, True)
     assert rows["Kneser-Ney 5-gram"]["ratio_to_kn5"] == 1.0
+    assert rows["Kneser-Ney 5-gram"]["ratio_to_kn5_95"] == [1.0, 1.0]
+    for r in table["rows"]:  # every row's interval against KN5, from the per-token files the rows keep
+        low, high = r["ratio_to_kn5_95"]
+        assert low <= r["ratio_to_kn5"] <= high, r["name"]
+        assert low < high or r["name"] == "Kneser-Ney 5-gram", r["name"]
     for r in table["rows"]:
         assert 1 < r["test"] < 20 and r["valid"] > 1  # a 20-word vocabulary
     # Mixing with the trigram never does worse on valid, where its weights were fitted.
     assert rows["MLP10"]["valid"] <= min(rows["MLP9"]["valid"], rows["interpolated trigram"]["valid"]) + 1e-9
     md = open(os.path.join(out, "table.md")).read()
     assert md.count("\n| MLP") == 4 and "| 276 |" in md and "| 252 |" in md
+    assert f"| {rows['MLP9']['ratio_to_kn5']:.3f} ({rows['MLP9']['ratio_to_kn5_95'][0]:.3f}–" in md
     assert open(os.path.join(out, "curves.png"), "rb").read(4) == b"\x89PNG"
     assert len(rows["MLP9"]["curve"]) == 1
 

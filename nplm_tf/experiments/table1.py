@@ -11,11 +11,14 @@ import dataclasses
 import math
 import os
 
+import numpy as np
+
 from nplm_tf import run_dir
 from nplm_tf.baselines import build as ngram_lib
 from nplm_tf.baselines import network_mixture
 from nplm_tf.config import Config
 from nplm_tf.network import scoring
+from nplm_tf.tools import per_token
 from nplm_tf.training import trainer
 from nplm_tf.training.data import eval_dataset
 from pipelines import corpus as corpus_lib
@@ -52,15 +55,25 @@ NGRAMS = (  # name, directory, order, smoothing, paper test
     ("Kneser-Ney 5-gram", "kn5", 5, "kneser_ney", 321),
 )
 ROW_FILE = "reproduce_row.json"
+TOKENS_FILE = "test_tokens.tsv"  # a row's ln P per test token (`tools.per_token`), for the interval against KN5
+MIXED_TOKENS_FILE = "mixed_test_tokens.tsv"
 
 
 def ngram_row(output_dir: str, corpus: corpus_lib.Corpus, base: Config, spec) -> dict:
     name, sub, order, smoothing, paper = spec
     path = os.path.join(output_dir, sub)
     metrics = run_dir.RunDir(path).read_metrics()
+    tokens = os.path.join(path, TOKENS_FILE)
     if metrics is None:
         metrics = ngram_lib.train_ngram(
-            order, path, corpus, base.min_count, arpa=False, smoothing=smoothing, max_vocab=base.max_vocab
+            order,
+            path,
+            corpus,
+            base.min_count,
+            arpa=False,
+            smoothing=smoothing,
+            max_vocab=base.max_vocab,
+            per_token=tokens,
         )
     return {
         "name": name,
@@ -74,6 +87,7 @@ def ngram_row(output_dir: str, corpus: corpus_lib.Corpus, base: Config, spec) ->
         "valid": metrics["valid_perplexity"],
         "test": metrics["test_perplexity"],
         "paper_test": paper,
+        "test_tokens": tokens,
     }
 
 
@@ -97,6 +111,9 @@ def network_rows(
         name: scoring.token_probabilities(model, eval_dataset(corpus[name], vocab, config))
         for name in ("valid", "test")
     }
+    test = ngram_lib.token_arrays(corpus["test"], vocab)
+    tokens = {"network": os.path.join(path, TOKENS_FILE), "mixed": os.path.join(path, MIXED_TOKENS_FILE)}
+    per_token.write(tokens["network"], (vocab.words[i] for i in test.tokens[test.predicted]), np.log(probs["test"]))
     mixed = {}
     for name in ("valid", "test"):  # the weights are always fitted on valid
         report = network_mixture.fit_and_score(
@@ -106,6 +123,7 @@ def network_rows(
             trigram_dir,
             path,
             "eval",
+            per_token=tokens["mixed"] if name == "test" else None,
         )
         mixed[name] = report["context_frequency"]["perplexity"]
     shape = {"n": row.order, "h": row.hidden_dim, "m": row.feature_dim, "direct": row.direct, "dir": path}
@@ -120,6 +138,7 @@ def network_rows(
             "paper_test": row.paper_test,
             "curve": [e["valid_perplexity"] for e in metrics["epochs"]],
             "loss_curve": [point for e in metrics["epochs"] for point in e.get("loss_curve", [])],
+            "test_tokens": tokens["network"],
         },
         {
             "name": f"MLP{int(row.name[3:]) + 1}",
@@ -129,6 +148,7 @@ def network_rows(
             "valid": mixed["valid"],
             "test": mixed["test"],
             "paper_test": row.paper_mixed,
+            "test_tokens": tokens["mixed"],
         },
     ]
     files.write_json(cached, rows)
@@ -153,10 +173,34 @@ def protocol(corpus_name: str, min_count: int, max_vocab: int = 0) -> str:
     )
 
 
+BOOTSTRAP_SAMPLES = 1000
+
+
+def add_intervals(rows: list[dict]) -> None:
+    """Each row's `ratio_to_kn5_95`: its test perplexity over KN5's, 95% interval by a paired bootstrap over the
+    test units, where both rows kept their per-token file (rows made before these files were kept have none)."""
+    kn5 = next((r for r in rows if r["name"] == "Kneser-Ney 5-gram"), None)
+    if kn5 is None or not os.path.isfile(kn5.get("test_tokens") or ""):
+        return
+    words, baseline, _ = per_token.read(kn5["test_tokens"], "test_tokens")
+    for r in rows:
+        if os.path.isfile(r.get("test_tokens") or ""):
+            row_words, candidate, _ = per_token.read(r["test_tokens"], "test_tokens")
+            per_token.check_same_tokens((kn5["test_tokens"], words, ""), (r["test_tokens"], row_words, ""))
+            result = per_token.compare(words, baseline, candidate, BOOTSTRAP_SAMPLES, seed=0)
+            r["ratio_to_kn5_95"] = result["ratio_95"]
+
+
+def interval(row: dict) -> str:
+    low_high = row.get("ratio_to_kn5_95")
+    return f" ({low_high[0]:.3f}–{low_high[1]:.3f})" if low_high else ""
+
+
 def write_table(output_dir: str, rows: list[dict], command: str, seconds: float, protocol_text: str = "") -> None:
     kn5 = next((r["test"] for r in rows if r["name"] == "Kneser-Ney 5-gram"), float("nan"))
     for r in rows:
         r["ratio_to_kn5"] = r["test"] / kn5
+    add_intervals(rows)
     files.write_json(os.path.join(output_dir, "table.json"), {"command": command, "seconds": seconds, "rows": rows})
     fmt = lambda v: "" if v is None or (isinstance(v, float) and math.isnan(v)) else f"{v:.2f}"  # noqa: E731
     lines = [
@@ -171,7 +215,7 @@ def write_table(output_dir: str, rows: list[dict], command: str, seconds: float,
         paper = f"{r['paper_test']}" + ("" if r["name"] in CONFIRMED else " †")
         lines.append(
             f"| {r['name']} | {' | '.join(shape)} | {'yes' if r['mix'] else 'no'} | {fmt(r['train'])} | "
-            f"{fmt(r['valid'])} | {fmt(r['test'])} | {r['ratio_to_kn5']:.3f} | {paper} |"
+            f"{fmt(r['valid'])} | {fmt(r['test'])} | {r['ratio_to_kn5']:.3f}{interval(r)} | {paper} |"
         )
     lines += [
         "",
@@ -179,7 +223,9 @@ def write_table(output_dir: str, rows: list[dict], command: str, seconds: float,
         "interpolated trigram, one weight per context-frequency bucket fitted on valid (their valid column "
         "is therefore in-sample). Paper numbers use the paper's own Brown split and 16,383-word "
         "vocabulary: compare ratios, not values. † quoted from the paper's Table 1; the paper's figures "
-        "for MLP9, MLP10 and the Kneser-Ney 5-gram are the ones this project's protocol document confirms.",
+        "for MLP9, MLP10 and the Kneser-Ney 5-gram are the ones this project's protocol document confirms. "
+        f"In brackets: the 95% interval of the ratio over {BOOTSTRAP_SAMPLES:,} resamplings of the test split's "
+        "units (its lines; Brown's texts), paired with the Kneser-Ney 5-gram (`nplm_tf.compare`).",
         *(["", protocol_text] if protocol_text else []),
     ]
     files.write_text(os.path.join(output_dir, "table.md"), "\n".join(lines) + "\n")
