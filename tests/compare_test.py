@@ -117,7 +117,7 @@ def test_query_output_reads_as_lines_of_word_id_tokens(tmp_path):
 
 
 def test_the_binary_runs_without_tensorflow(tmp_path):
-    """`compare` is numpy only: it runs where TensorFlow cannot be imported (3 s and 0.7 GB spared)."""
+    """`compare` is numpy only: it runs where TensorFlow cannot be imported."""
     import json
     import subprocess
     import sys
