@@ -12,6 +12,7 @@ import math
 import numbers
 from typing import Any
 
+from pipelines import vocabulary
 from pipelines.errors import UserError
 
 OPTIMIZERS = ("sgd", "adam")
@@ -80,10 +81,10 @@ class Config:
         )
         _check(self.min_count >= 1, "min_count", self.min_count, "must be at least 1")
         _check(
-            self.max_vocab == 0 or self.max_vocab >= 3,
+            self.max_vocab == 0 or self.max_vocab >= vocabulary.MIN_SIZE,
             "max_vocab",
             self.max_vocab,
-            "must be 0 (no limit) or at least 3 (</s>, <unk> and a word)",  # as vocabulary.check_max_vocab
+            f"must be 0 (no limit) or at least {vocabulary.MIN_SIZE} (</s>, <unk> and a word)",
         )
         _check(self.epochs >= 1, "epochs", self.epochs, "must be at least 1")
         _check(0 <= self.seed < 2**32, "seed", self.seed, "must be in [0, 2**32 - 1]")

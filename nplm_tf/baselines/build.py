@@ -38,6 +38,12 @@ def token_arrays(split: corpus_lib.Split, vocab: vocab_lib.Vocabulary) -> kn.Tok
     return kn.TokenArrays.from_lines(lines, vocab.bos_id, vocab.eos_id)
 
 
+def write_per_token(path: str, vocab: vocab_lib.Vocabulary, data: kn.TokenArrays, probs: np.ndarray) -> None:
+    """`probs` of `data`'s predicted tokens as a per-token file (`tools.per_token`), as `evaluate --per_token`
+    writes one."""
+    per_token_lib.write(path, (vocab.words[i] for i in data.tokens[data.predicted]), np.log(probs))
+
+
 def perplexity(probs: np.ndarray) -> float:
     return math.exp(-float(np.log(probs).mean()))
 
@@ -142,7 +148,6 @@ def train_ngram(
     else:
         metrics["lambdas"] = model.lambdas.tolist()
     if per_token:
-        test = arrays["test"]
-        per_token_lib.write(per_token, (vocab.words[i] for i in test.tokens[test.predicted]), np.log(probs["test"]))
+        write_per_token(per_token, vocab, arrays["test"], probs["test"])
     run.write_metrics(metrics)
     return metrics

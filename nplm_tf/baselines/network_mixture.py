@@ -8,7 +8,6 @@ from nplm_tf.baselines import build as ngram_lib
 from nplm_tf.baselines import mixture
 from nplm_tf.baselines.kneser_ney import NgramError
 from nplm_tf.run_dir import RunDir
-from nplm_tf.tools import per_token as per_token_lib
 from pipelines import corpus as corpus_lib
 from pipelines import vocabulary as vocab_lib
 
@@ -69,6 +68,5 @@ def fit_and_score(
     saved = {"ngram_dir": ngram_dir, "ngram_order": ngram.order, "em": lam, "context_frequency": weights.tolist()}
     RunDir(model_dir).write_mixture(saved)
     if per_token:
-        data = arrays[eval_split]
-        per_token_lib.write(per_token, (vocab.words[i] for i in data.tokens[data.predicted]), np.log(p_mixed))
+        ngram_lib.write_per_token(per_token, vocab, arrays[eval_split], p_mixed)
     return report

@@ -11,8 +11,6 @@ import dataclasses
 import math
 import os
 
-import numpy as np
-
 from nplm_tf import run_dir
 from nplm_tf.baselines import build as ngram_lib
 from nplm_tf.baselines import network_mixture
@@ -111,9 +109,8 @@ def network_rows(
         name: scoring.token_probabilities(model, eval_dataset(corpus[name], vocab, config))
         for name in ("valid", "test")
     }
-    test = ngram_lib.token_arrays(corpus["test"], vocab)
     tokens = {"network": os.path.join(path, TOKENS_FILE), "mixed": os.path.join(path, MIXED_TOKENS_FILE)}
-    per_token.write(tokens["network"], (vocab.words[i] for i in test.tokens[test.predicted]), np.log(probs["test"]))
+    ngram_lib.write_per_token(tokens["network"], vocab, ngram_lib.token_arrays(corpus["test"], vocab), probs["test"])
     mixed = {}
     for name in ("valid", "test"):  # the weights are always fitted on valid
         report = network_mixture.fit_and_score(
@@ -182,11 +179,11 @@ def add_intervals(rows: list[dict]) -> None:
     kn5 = next((r for r in rows if r["name"] == "Kneser-Ney 5-gram"), None)
     if kn5 is None or not os.path.isfile(kn5.get("test_tokens") or ""):
         return
-    words, baseline, _ = per_token.read(kn5["test_tokens"], "test_tokens")
+    words, baseline, kind = per_token.read(kn5["test_tokens"], "test_tokens")
     for r in rows:
         if os.path.isfile(r.get("test_tokens") or ""):
-            row_words, candidate, _ = per_token.read(r["test_tokens"], "test_tokens")
-            per_token.check_same_tokens((kn5["test_tokens"], words, ""), (r["test_tokens"], row_words, ""))
+            row_words, candidate, row_kind = per_token.read(r["test_tokens"], "test_tokens")
+            per_token.check_same_tokens((kn5["test_tokens"], words, kind), (r["test_tokens"], row_words, row_kind))
             result = per_token.compare(words, baseline, candidate, BOOTSTRAP_SAMPLES, seed=0)
             r["ratio_to_kn5_95"] = result["ratio_95"]
 
