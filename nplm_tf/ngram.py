@@ -29,6 +29,13 @@ MAX_VOCAB = flags.DEFINE_integer(
     "max_vocab", 0, "At most this many types, </s> and <unk> included; the most frequent kept (as in train)."
 )
 ARPA = flags.DEFINE_boolean("arpa", True, "Also write model.arpa.")
+PRUNE = flags.DEFINE_list(
+    "prune",
+    [],
+    "Kneser-Ney only: drop the n-grams seen at most T_k times in train, T_k given per order from 1 and the "
+    "last holding for the higher orders, as lmplz's --prune (0,0,1: the singleton trigrams and above); "
+    "probabilities stay exactly normalized.",
+)
 PER_TOKEN = app.define_path(
     "per_token",
     None,
@@ -49,7 +56,7 @@ def check():
     if MIN_COUNT.value < 1:
         raise UserError(f"min_count={MIN_COUNT.value} must be at least 1.")
     check_max_vocab(MAX_VOCAB.value)
-    build.check_options(ORDER.value, SMOOTHING.value)
+    build.check_options(ORDER.value, SMOOTHING.value, PRUNE.value)
     return corpus_flags.corpus_from_flags()
 
 
@@ -65,6 +72,7 @@ def main(argv, corpus):
         SMOOTHING.value,
         MAX_VOCAB.value,
         PER_TOKEN.value,
+        PRUNE.value,
     )
     print(json.dumps({k: metrics[k] for k in ("order", "valid_perplexity", "test_perplexity", "vocab_size")}))
 

@@ -257,7 +257,7 @@ def test_mixture_export_serves_evaluates_probabilities(run, tmp_path, smoothing)
     helpers.check_top_k_generation(served, "the cat", k=3)  # the mixture's ranking
 
 
-@pytest.mark.parametrize("order", [1, 2, 3, "interpolated"])
+@pytest.mark.parametrize("order", [1, 2, 3, "interpolated", "pruned"])
 def test_serving_ngrams_equal_the_numpy_models(order):
     lines = [[2, 3, 4, 2, 5], [3, 4, 6, 2], [5, 5, 2, 3, 4, 7], [4, 2, 3]]
     data = kneser_ney.TokenArrays.from_lines(lines, bos_id=8, eos_id=0)
@@ -265,7 +265,10 @@ def test_serving_ngrams_equal_the_numpy_models(order):
         held_out = kneser_ney.TokenArrays.from_lines([[2, 3, 4], [5, 2, 3, 6]], bos_id=8, eos_id=0)
         model = interpolated.InterpolatedTrigram(data, held_out, vocab_size=8)
     else:
-        model = kneser_ney.KneserNey(data, order, vocab_size=8)
+        model = kneser_ney.KneserNey(data, 3 if order == "pruned" else order, vocab_size=8)
+        if order == "pruned":
+            model.prune([0, 1])
+            assert model.orders[3].keys.size < kneser_ney.KneserNey(data, 3, vocab_size=8).orders[3].keys.size
     weights = [0.1, 0.2, 0.3, 0.4]
     served = ngram_graph.serving_model(model, weights)
     test = kneser_ney.TokenArrays.from_lines([[2, 3, 4, 7], [6, 6, 1, 2, 3]], bos_id=8, eos_id=0)

@@ -90,3 +90,92 @@ def test_ids_are_int32_where_they_fit_and_stay_so_in_the_saved_state(tmp_path):
             assert (o.context.dtype, o.word.dtype, o.suffix.dtype, o.keys.dtype) == (np.int32,) * 3 + (np.int64,)
     assert kn.index_array(np.array([-1, 2**31 - 1])).dtype == np.int32
     assert kn.index_array(np.array([-1, 2**31])).dtype == np.int64  # ids past int32 are kept whole
+
+
+def zipf_lines(seed, vocab=15, count=300):
+    """Lines with a few frequent words and many rare n-grams: something for pruning to drop and to keep."""
+    rng = np.random.default_rng(seed)
+    return [rng.zipf(1.5, size=rng.integers(1, 15)).clip(0, vocab - 1).tolist() for _ in range(count)]
+
+
+@pytest.mark.parametrize("order,thresholds", [(2, (0, 1)), (3, (0, 0, 1)), (4, (0, 1, 2)), (5, (0, 0, 1))])
+def test_a_pruned_model_keeps_its_frequent_ngrams_and_stays_exactly_normalized(order, thresholds):
+    """What pruning keeps (the n-grams seen more often than their order's threshold, whose contexts and suffixes
+    are then kept too, as the lookups need), that every distribution still sums to one (the pruned p̃ moved into γ, the kept p
+    recomputed), that token_probabilities' back-off walk agrees with those distributions, and that the
+    contexts' train counts (the mixture's buckets) keep their pruned successors'."""
+    lines = zipf_lines(order)
+    data = kn.TokenArrays.from_lines(lines, 15, 0)
+    full, model = kn.KneserNey(data, order, 15), kn.KneserNey(data, order, 15)
+    model.prune(thresholds)
+    assert model.prune_thresholds == (*thresholds, *thresholds[-1:] * (order - len(thresholds)))
+    spell = lambda m, k: {_spell(m, k, g): g for g in range(m.orders[k].keys.size)}  # noqa: E731
+    for k in range(2, order + 1):
+        o, threshold = model.orders[k], model.prune_thresholds[k - 1]
+        assert (o.keys.size < full.orders[k].keys.size) == (threshold > 0) and np.all(np.diff(o.keys) > 0)
+        kept, before = spell(model, k), spell(full, k)
+        frequent = {g for g, i in before.items() if full.orders[k].raw[i] > threshold}
+        assert set(kept) == frequent
+        if k > 2:
+            assert {g[:-1] for g in kept} | {g[1:] for g in kept} <= set(spell(model, k - 1))
+        np.testing.assert_array_equal(o.raw, full.orders[k].raw[[before[g] for g in kept]])
+    for context in ([], [15], [15, 2], lines[0][:4], lines[7][:4], [1, 1, 1, 1], [2, 3, 4, 5], [14, 14, 14]):
+        probs = model.distribution(context)
+        assert (probs > 0).all() and probs.sum() == pytest.approx(1.0, abs=1e-12)
+    test = kn.TokenArrays.from_lines(lines[:40] + zipf_lines(99, count=20), 15, 0)
+    expected = []
+    for line in lines[:40] + zipf_lines(99, count=20):
+        seq = [15, *line, 0]
+        expected += [model.distribution(seq[max(0, t - order + 1) : t])[seq[t]] for t in range(1, len(seq))]
+    np.testing.assert_allclose(model.token_probabilities(test), expected, rtol=1e-12)
+    assert not np.allclose(model.token_probabilities(test), full.token_probabilities(test))
+    counts, unpruned = model.context_counts(test), full.context_counts(test)
+    np.testing.assert_array_equal(counts[counts > 0], unpruned[counts > 0])
+    # a context is uncounted only once it is pruned itself, so seen at most its order's threshold
+    assert (unpruned[counts == 0] <= model.prune_thresholds[order - 2]).all()
+
+
+def _spell(model, k, g):
+    """The words of order k's n-gram g, oldest first."""
+    words = []
+    for j in range(k, 0, -1):
+        words.insert(0, int(model.orders[j].word[g]))
+        g = model.orders[j].context[g]
+    return tuple(words)
+
+
+def test_pruning_with_zero_thresholds_changes_nothing_and_a_pruned_model_round_trips(tmp_path):
+    data = kn.TokenArrays.from_lines(zipf_lines(1), 15, 0)
+    full, model = kn.KneserNey(data, 4, 15), kn.KneserNey(data, 4, 15)
+    model.prune([0, 0])
+    model.prune([])
+    for k in range(1, 5):
+        for name in ("keys", "prob", "backoff", "suffix"):
+            np.testing.assert_array_equal(getattr(model.orders[k], name), getattr(full.orders[k], name))
+    model.prune(["0", "1"])  # the flag's strings
+    with pytest.raises(kn.NgramError, match="pruned already"):
+        model.prune([0, 2])
+    np.savez(tmp_path / "pruned.npz", **model.get_state())
+    loaded = kn.KneserNey.from_state(np.load(tmp_path / "pruned.npz"))
+    assert loaded.prune_thresholds == (0, 1, 1, 1)
+    np.testing.assert_array_equal(loaded.context_totals(), model.context_totals())
+    np.testing.assert_array_equal(loaded.orders[3].pruned, model.orders[3].pruned)
+    # a state written before pruning existed (no thresholds, no `pruned` arrays) still loads
+    old = {name: value for name, value in full.get_state().items() if name != "prune"}
+    assert not any(name.endswith("_pruned") for name in old)
+    assert kn.KneserNey.from_state(old).prune_thresholds == (0, 0, 0, 0)
+
+
+@pytest.mark.parametrize(
+    "values,message",
+    [
+        ((0, 1, 1, 1), "gives 4 thresholds for a 3-gram"),
+        ((1,), "unigrams are never pruned"),
+        ((0, 2, 1), "must not decrease"),
+        (("0", "x"), "must be whole counts"),
+        (("0", "-1"), "must not decrease"),
+    ],
+)
+def test_bad_pruning_thresholds_say_why(values, message):
+    with pytest.raises(kn.NgramError, match=message):
+        kn.prune_thresholds(values, 3)

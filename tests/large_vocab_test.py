@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from nplm_tf.baselines import build as ngram_lib
 from nplm_tf.baselines import kneser_ney as kn
 from nplm_tf.network import model as model_lib
 from nplm_tf.network import objectives, scoring, shortlist
@@ -30,8 +31,10 @@ def random_lines(seed):
     return [rng.integers(0, V, size=rng.integers(1, 15)).tolist() for _ in range(200)]
 
 
-def random_ngram(order, seed=0):
-    return kn.KneserNey(kn.TokenArrays.from_lines(random_lines(seed), V, 0), order, V)
+def random_ngram(order, seed=0, prune=()):
+    model = kn.KneserNey(kn.TokenArrays.from_lines(random_lines(seed), V, 0), order, V)
+    model.prune(prune)  # (0, 1): the singletons of orders 2 and up (`ngram --prune`)
+    return model
 
 
 def random_contexts(seed, count=40, width=4):
@@ -41,9 +44,9 @@ def random_contexts(seed, count=40, width=4):
     return tf.constant(contexts, tf.int64)
 
 
-@pytest.mark.parametrize("order", [1, 2, 3, 4, 5])
-def test_the_recursive_list_mass_equals_the_brute_force_sum(order):
-    model = random_ngram(order)
+@pytest.mark.parametrize("order,prune", [(1, ()), (2, ()), (3, ()), (4, ()), (5, ()), (3, (0, 1)), (5, (0, 0, 1))])
+def test_the_recursive_list_mass_equals_the_brute_force_sum(order, prune):
+    model = random_ngram(order, prune=prune)
     contexts = random_contexts(order)
     tail = ShortListTail(model, 12, "class")
     brute = [model.distribution(list(c))[:12].sum() for c in contexts.numpy()]
@@ -57,9 +60,9 @@ def all_targets_log_probs(tail, logits, contexts):
     return tf.reshape(tail.log_prob(tf.gather(logits, rows), tf.gather(contexts, rows), targets), [-1, V]).numpy()
 
 
-@pytest.mark.parametrize("tail_kind", ["class", "backoff"])
-def test_probabilities_sum_to_one_over_the_whole_vocabulary(tail_kind):
-    tail = ShortListTail(random_ngram(4), 12, tail_kind)
+@pytest.mark.parametrize("tail_kind,prune", [("class", ()), ("backoff", ()), ("class", (0, 1))])
+def test_probabilities_sum_to_one_over_the_whole_vocabulary(tail_kind, prune):
+    tail = ShortListTail(random_ngram(4, prune=prune), 12, tail_kind)
     contexts = random_contexts(1)
     logits = tf.random.stateless_normal([40, 13 if tail_kind == "class" else 12], seed=[1, 2]) * 3
     by_target = np.exp(all_targets_log_probs(tail, logits, contexts))
@@ -79,12 +82,14 @@ def test_a_missing_tail_normalizer_is_caught(tail_kind, monkeypatch):
     assert np.abs(sums - 1).max() > 1e-3
 
 
-@pytest.mark.parametrize("tail_kind,list_size", [("class", 6), ("backoff", 6), ("class", V)])
-def test_top_k_without_the_whole_distribution_is_the_distributions_top_k(tail_kind, list_size):
+@pytest.mark.parametrize(
+    "tail_kind,list_size,prune", [("class", 6, ()), ("backoff", 6, ()), ("class", V, ()), ("class", 6, (0, 1))]
+)
+def test_top_k_without_the_whole_distribution_is_the_distributions_top_k(tail_kind, list_size, prune):
     """`top_k` ranks the tail from each suffix's best successors and the tail's best unigrams, for every k up to
     |V|: a wrong pruning, valuation or deduplication shows, and so does a tie broken otherwise than by the
-    lower id (the dense top-k's rule). N = |V| leaves the tail empty."""
-    tail = ShortListTail(random_ngram(4, seed=3), list_size, tail_kind)
+    lower id (the dense top-k's rule). N = |V| leaves the tail empty; a pruned n-gram keeps the same form."""
+    tail = ShortListTail(random_ngram(4, seed=3, prune=prune), list_size, tail_kind)
     tail.rank_tail()
     seen = [line[i : i + 4] for line in random_lines(3) for i in range(len(line) - 3)][:80]  # long suffixes seen
     contexts = tf.concat([random_contexts(2), tf.constant(seen, tf.int64)], axis=0)
@@ -368,14 +373,22 @@ def test_sampled_training_lowers_the_exact_perplexity_and_scores_as_a_full_softm
 
 
 @pytest.mark.parametrize(
-    "tail_kind,list_size,order",
-    [("class", 6, 4), ("backoff", 6, 4), ("class", 10, 3), ("backoff", 6, 2), ("class", 6, 1), ("class", V, 4)],
+    "tail_kind,list_size,order,prune",
+    [
+        ("class", 6, 4, ()),
+        ("backoff", 6, 4, ()),
+        ("class", 10, 3, ()),
+        ("backoff", 6, 2, ()),
+        ("class", 6, 1, ()),
+        ("class", V, 4, ()),
+        ("class", 6, 4, (0, 1)),
+    ],
 )
-def test_sampling_without_the_whole_distribution_draws_from_it(tail_kind, list_size, order):
+def test_sampling_without_the_whole_distribution_draws_from_it(tail_kind, list_size, order, prune):
     """`sample` draws each word with its `distribution` probability (renormalized without a banned word): the
     list from the network, the tail level by level from the n-gram's discounted parts. Weighting the levels
     without the longer suffixes' γ, or drawing from p instead of p̃, fails it (both tried)."""
-    tail = ShortListTail(random_ngram(order, seed=3), list_size, tail_kind)
+    tail = ShortListTail(random_ngram(order, seed=3, prune=prune), list_size, tail_kind)
     tail.rank_tail()
     seen = [line[i : i + 4] for line in random_lines(3) for i in range(len(line) - 3)][:10]  # long suffixes seen
     contexts = tf.concat([random_contexts(2, count=10), tf.constant(seen, tf.int64)], axis=0)
@@ -577,8 +590,8 @@ def test_bad_input_is_one_sentence_and_touches_nothing(case, files_flags, tmp_pa
 )
 def test_a_tail_ngram_of_another_order_is_refused_before_anything_is_written(order, remedy, files_flags, tmp_path):
     ngram_dir = tmp_path / f"kn{order}"
-    built = helpers.run_binary(
-        "nplm_tf.ngram", f"--output={ngram_dir}", f"--order={order}", "--min_count=1", *files_flags[0]
+    built = helpers.run_binary(  # pruned: a tail n-gram may be (the bigrams and up seen at most 20 times)
+        "nplm_tf.ngram", f"--output={ngram_dir}", f"--order={order}", "--min_count=1", "--prune=0,20", *files_flags[0]
     )
     assert built.returncode == 0, built.stderr[-2000:]
     model_dir = tmp_path / "m"
@@ -601,6 +614,9 @@ def test_a_tail_ngram_of_another_order_is_refused_before_anything_is_written(ord
         return
     accepted = helpers.run_binary("nplm_tf.train", *flags, "--tail_ngram_order=2")  # not judged by a half-set-up run
     assert accepted.returncode == 0, accepted.stderr[-2000:]
+    tail = ngram_lib.load(str(model_dir / "tail_ngram"))
+    assert tail.prune_thresholds == (0, 20) and tail.orders[2].raw.min() > 20  # some of this corpus's are fewer
+    assert 1 < json.loads((model_dir / "metrics.json").read_text())["test_perplexity"] < 1000
     # Continued, the run scores with the tail it keeps: another --ngram_dir is refused, not silently ignored.
     other = tmp_path / "kn2_of_train_and_valid"
     both = ",".join(files_flags[1][name] for name in ("train", "valid"))

@@ -174,3 +174,53 @@ def test_interpolated_trigram_binary_and_mixture(network, corpus_flags, tmp_path
     assert mixed.returncode == 0, mixed.stderr[-3000:]
     report = json.loads(mixed.stdout.strip().splitlines()[-1])["mixture"]
     assert report["ngram_perplexity"] == pytest.approx(metrics["test_perplexity"], rel=1e-9)
+
+
+def test_a_pruned_ngram_is_smaller_and_kenlm_reads_its_arpa_alike(kn3, corpus_flags, tmp_path):
+    """`--prune=0,0,4`: the trigrams seen at most 4 times leave the model, its ARPA file says the same
+    probabilities to KenLM as `ngram` computes, and valid and test are still scored (every distribution sums
+    to one: tests/kneser_ney_test.py)."""
+    import kenlm
+
+    from pipelines import corpus
+
+    out = tmp_path / "pruned"
+    result = helpers.run_binary(
+        "nplm_tf.ngram", "--order=3", f"--output={out}", "--min_count=1", "--prune=0,0,4", *corpus_flags[0]
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    pruned, full = (json.load(open(os.path.join(d, "metrics.json"))) for d in (out, kn3[0]))
+    assert (pruned["prune"], full["prune"]) == ([0, 0, 4], [0, 0, 0])
+    assert [pruned["ngrams"][k] == full["ngrams"][k] for k in ("1", "2", "3")] == [True, True, False]
+    assert pruned["ngrams"]["3"] < full["ngrams"]["3"]
+    assert f"pruned to {pruned['ngrams']['2'] + pruned['ngrams']['3']:,} of" in result.stderr
+    assert pruned["test_perplexity"] != full["test_perplexity"]
+    vocab = vocabulary.Vocabulary.load(str(out / "vocab.tsv"))
+    model = kenlm.Model(str(out / "model.arpa"))
+    total, count = 0.0, 0
+    for line in corpus.file_split(corpus_flags[1]["test"]).iter_lines():
+        words = [vocab.words[i] for i in vocab.ids(corpus.tokenize(line))]
+        if words:
+            scores = [s[0] for s in model.full_scores(" ".join(words))]
+            total, count = total + sum(scores), count + len(scores)
+    assert 10 ** (-total / count) == pytest.approx(pruned["test_perplexity"], rel=1e-4)
+
+
+@pytest.mark.parametrize(
+    "flags,message",
+    [
+        (["--prune=1"], "prune=1: unigrams are never pruned, so the first threshold must be 0."),
+        (["--prune=0,2,1"], "prune=0,2,1: the thresholds must not decrease from one order to the next."),
+        (["--prune=0,one"], "prune=0,one must be whole counts, one per order from 1, such as 0,0,1."),
+        (["--prune=0,0,1,1"], "prune=0,0,1,1 gives 4 thresholds for a 3-gram; give at most 3."),
+        (
+            ["--prune=0,1", "--smoothing=interpolated"],
+            "only the Kneser-Ney model is pruned; leave --prune out with --smoothing=interpolated.",
+        ),
+    ],
+)
+def test_bad_pruning_flags_are_one_sentence_before_anything_is_written(flags, message, corpus_flags, tmp_path):
+    out = tmp_path / "never"
+    result = helpers.run_binary("nplm_tf.ngram", "--order=3", f"--output={out}", *flags, *corpus_flags[0])
+    helpers.assert_one_sentence(result, message)
+    assert not out.exists()

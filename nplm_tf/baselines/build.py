@@ -81,15 +81,17 @@ def _progress(message: str) -> None:
     print(message, file=sys.stderr, flush=True)
 
 
-def check_options(order: int, smoothing: str) -> None:
-    """`train_ngram`'s order and smoothing, checked (no data or TensorFlow needed: `nplm_tf.ngram` checks its
-    flags with it before TensorFlow loads)."""
+def check_options(order: int, smoothing: str, prune=()) -> None:
+    """`train_ngram`'s order, smoothing and pruning thresholds, checked (no data or TensorFlow needed:
+    `nplm_tf.ngram` checks its flags with it before TensorFlow loads)."""
     if order < 1:
         raise kn.NgramError(f"order={order} must be at least 1.")
     if smoothing not in SMOOTHINGS:
         raise kn.NgramError(f"smoothing={smoothing!r} must be one of {SMOOTHINGS}.")
     if smoothing == "interpolated" and order != 3:
         raise kn.NgramError(f"the interpolated model is a trigram; use --order=3 (got {order}).")
+    if any(kn.prune_thresholds(prune, order)) and smoothing != "kneser_ney":
+        raise kn.NgramError("only the Kneser-Ney model is pruned; leave --prune out with --smoothing=interpolated.")
 
 
 def train_ngram(
@@ -101,15 +103,17 @@ def train_ngram(
     smoothing: str = "kneser_ney",
     max_vocab: int = 0,
     per_token: str | None = None,
+    prune=(),
 ) -> dict:
     """Fits the n-gram model on train (and, when interpolated, its λ on valid); writes metrics.json.
 
     `kneser_ney`: interpolated modified Kneser-Ney of `order`, with an ARPA
     export. `interpolated`: the paper's deleted-interpolation trigram (order 3).
     The vocabulary is the network's for the same `min_count` and `max_vocab`. `per_token`: a file to write
-    the test split's ln P per token to, as `evaluate --per_token` does.
+    the test split's ln P per token to, as `evaluate --per_token` does. `prune`: Kneser-Ney's count thresholds
+    per order (`KneserNey.prune`).
     """
-    check_options(order, smoothing)
+    check_options(order, smoothing, prune)
     for name in corpus_lib.SPLITS:
         corpus_lib.check_split(corpus[name], 1)
     run = RunDir(output_dir)
@@ -124,6 +128,11 @@ def train_ngram(
     else:
         model = kn.KneserNey(arrays["train"], order, vocab.size)
         warnings = model.warnings
+        if any(kn.prune_thresholds(prune, order)):
+            before = sum(model.orders[k].keys.size for k in range(2, order + 1))
+            model.prune(prune)
+            after = sum(model.orders[k].keys.size for k in range(2, order + 1))
+            _progress(f"pruned to {after:,} of {before:,} n-grams of orders 2-{order}")
         if arpa:
             _progress(f"writing {run.arpa}")
             arpa_lib.write_arpa(model, vocab, run.arpa)
@@ -145,6 +154,8 @@ def train_ngram(
     }
     if smoothing == "kneser_ney":
         metrics["discounts"] = {str(k): list(model.orders[k].discounts) for k in range(1, order + 1)}
+        metrics["prune"] = list(model.prune_thresholds)
+        metrics["ngrams"] = {str(k): int(model.orders[k].keys.size) for k in range(1, order + 1)}
     else:
         metrics["lambdas"] = model.lambdas.tolist()
     if per_token:

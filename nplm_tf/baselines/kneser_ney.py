@@ -35,6 +35,23 @@ class NgramError(UserError):
     """The n-gram model cannot be built or used as asked."""
 
 
+def prune_thresholds(values, order: int) -> tuple[int, ...]:
+    """`prune`'s thresholds as given (one per order from 1, the last holding for the orders after it), checked
+    as lmplz checks --prune, one per order."""
+    given = ",".join(str(v) for v in values)
+    try:
+        values = [int(v) for v in values] or [0]
+    except ValueError:
+        raise NgramError(f"prune={given} must be whole counts, one per order from 1, such as 0,0,1.") from None
+    if len(values) > order:
+        raise NgramError(f"prune={given} gives {len(values)} thresholds for a {order}-gram; give at most {order}.")
+    if values[0] != 0:
+        raise NgramError(f"prune={given}: unigrams are never pruned, so the first threshold must be 0.")
+    if any(b < a for a, b in zip(values, values[1:])):
+        raise NgramError(f"prune={given}: the thresholds must not decrease from one order to the next.")
+    return tuple(values + values[-1:] * (order - len(values)))
+
+
 def index_array(ids: np.ndarray) -> np.ndarray:
     """An n-gram's context, word or suffix ids as int32 when they fit (12 of the 64 bytes an n-gram holds, in
     memory and in `ngram.npz`), else int64. They index arrays and are never multiplied: keys stay int64."""
@@ -69,6 +86,7 @@ class KneserNey:
     def _init_settings(self, order: int, vocab_size: int) -> None:
         self.order = order
         self.vocab_size = vocab_size
+        self.prune_thresholds = (0,) * order  # `prune`'s, one per order
         self.bos_id = vocab_size  # <s>, input only
         self.base = vocab_size + 1  # n-gram keys are context id * base + word
 
@@ -141,14 +159,14 @@ class KneserNey:
             g = self.orders[j].context[g]
         return g
 
-    def _context_stats(self, k: int, size: int):
-        """S(h) and γ(h) for every (k-1)-gram h, as contexts of order k."""
-        o = self.orders[k]
-        d = o.discount(o.count)
+    def _context_stats(self, k: int) -> tuple[np.ndarray, np.ndarray]:
+        """p̃(w | h) = max(a(hw) - D, 0) / S(h) of every k-gram hw, and γ(h) of every (k-1)-gram h as a context of
+        order k (1 where h is none)."""
+        o, size = self.orders[k], self.orders[k - 1].keys.size
         total = np.bincount(o.context, weights=o.count, minlength=size)
-        mass = np.bincount(o.context, weights=d, minlength=size)
+        mass = np.bincount(o.context, weights=o.discount(o.count), minlength=size)
         gamma = np.divide(mass, total, out=np.ones(size), where=total > 0)
-        return total, gamma
+        return np.maximum(o.count - o.discount(o.count), 0) / total[o.context], gamma
 
     def _probabilities(self):
         uni = self.orders[1]
@@ -161,13 +179,65 @@ class KneserNey:
         uni.prob[self.bos_id] = 0.0
         for k in range(2, self.order + 1):
             o, lower = self.orders[k], self.orders[k - 1]
-            total, gamma = self._context_stats(k, lower.keys.size)
-            lower.backoff = gamma
-            o.prob = (
-                np.maximum(o.count - o.discount(o.count), 0) / total[o.context]
-                + gamma[o.context] * lower.prob[o.suffix]
-            )
+            own, lower.backoff = self._context_stats(k)
+            o.prob = own + lower.backoff[o.context] * lower.prob[o.suffix]
         self.orders[self.order].backoff = np.ones(self.orders[self.order].keys.size)
+
+    # ------------------------------------------------------------- pruning --
+
+    def prune(self, thresholds) -> None:
+        """Drops the n-grams of order k ≥ 2 seen at most `thresholds[k-1]` times in train (raw counts; the last
+        value holds for the orders after it, as lmplz's --prune reads it). Each pruned n-gram's discounted probability p̃(w | h) moves into γ(h), so that
+        its word is backed off to as an unseen one is, and every kept p(w | h) = p̃(w | h) + γ(h) p(w | h') is
+        recomputed with the new γ bottom-up: every distribution still sums to one exactly. Discounts and p̃
+        stay the unpruned model's; a context's train count (`context_totals`) keeps its pruned successors'.
+        """
+        thresholds = prune_thresholds(thresholds, self.order)
+        if not any(thresholds):
+            return
+        if any(self.prune_thresholds):
+            raise NgramError("this n-gram model is pruned already; build it again to prune it otherwise.")
+        # A k-gram's context and suffix were seen at least as often as it, and the thresholds never decrease:
+        # a kept n-gram's context and suffix are kept, as the lookups and the recursion below need.
+        keep = [None, np.ones(self.orders[1].keys.size, bool)]
+        keep += [self.orders[k].raw > thresholds[k - 1] for k in range(2, self.order + 1)]
+        own, gamma, pruned = [None, None], [None], [None]  # own[k] per k-gram; gamma, pruned[k-1] per context
+        for k in range(2, self.order + 1):  # all on the unpruned model and its ids
+            o = self.orders[k]
+            p, g = self._context_stats(k)
+            dropped = ~keep[k]
+            own.append(p)
+            gamma.append(g + np.bincount(o.context[dropped], weights=p[dropped], minlength=g.size))
+            pruned.append(np.bincount(o.context[dropped], weights=o.count[dropped], minlength=g.size))
+        new_id = np.arange(self.orders[1].keys.size)  # order k-1's new id of each old one (-1: pruned)
+        for k in range(2, self.order + 1):
+            o, lower, kept = self.orders[k], self.orders[k - 1], keep[k]
+            lower.backoff, lower.pruned = gamma[k - 1][keep[k - 1]], pruned[k - 1][keep[k - 1]]
+            context, suffix = new_id[o.context[kept]], new_id[o.suffix[kept]]
+            self.orders[k] = Order(
+                context.astype(np.int64) * self.base + o.word[kept],
+                index_array(context),
+                o.word[kept],
+                index_array(suffix),
+                o.count[kept],
+                o.discounts,
+                o.raw[kept],
+                own[k][kept] + lower.backoff[context] * lower.prob[suffix],
+            )
+            new_id = np.cumsum(kept) - 1
+        top = self.orders[self.order]
+        top.backoff, top.pruned = np.ones(top.keys.size), np.zeros(top.keys.size)
+        self.prune_thresholds = thresholds
+
+    def context_totals(self) -> np.ndarray:
+        """The train count of each (N-1)-gram as a context of order N (what the mixture's λ buckets read): the
+        counts of the N-grams after it, pruned ones included; for N = 1, the count of all train tokens."""
+        top = self.orders[self.order]
+        if self.order == 1:
+            return np.array([top.count[: self.vocab_size].sum()])
+        lower = self.orders[self.order - 1]
+        totals = np.bincount(top.context, weights=top.count, minlength=lower.keys.size)
+        return totals + lower.pruned if lower.pruned is not None else totals
 
     # ------------------------------------------------------------ short list --
 
@@ -200,10 +270,13 @@ class KneserNey:
             "order": np.array(self.order),
             "vocab_size": np.array(self.vocab_size),
             "warnings": np.array(self.warnings, dtype=str),
+            "prune": np.array(self.prune_thresholds, np.int64),
         }
         for k in range(1, self.order + 1):
             for field in dataclasses.fields(Order):
-                state[f"{k}_{field.name}"] = np.asarray(getattr(self.orders[k], field.name))
+                value = getattr(self.orders[k], field.name)
+                if value is not None:  # `pruned` is None in an unpruned model
+                    state[f"{k}_{field.name}"] = np.asarray(value)
         return state
 
     @classmethod
@@ -211,9 +284,15 @@ class KneserNey:
         model = cls.__new__(cls)
         model._init_settings(int(state["order"]), int(state["vocab_size"]))
         model.warnings = [str(w) for w in state["warnings"]] if "warnings" in state else []
+        if "prune" in state:  # files written before pruning have none
+            model.prune_thresholds = tuple(int(t) for t in state["prune"])
         model.orders = [None]
         for k in range(1, model.order + 1):
-            fields = {f.name: state[f"{k}_{f.name}"] for f in dataclasses.fields(Order)}
+            fields = {
+                f.name: state[f"{k}_{f.name}"]
+                for f in dataclasses.fields(Order)
+                if f.default is dataclasses.MISSING or f"{k}_{f.name}" in state
+            }
             fields["discounts"] = tuple(float(d) for d in fields["discounts"])
             model.orders.append(Order(**fields))
         return model
@@ -275,8 +354,7 @@ class KneserNey:
         """Train count of each predicted token's (N-1)-word context (0 if unseen or cut by <s>)."""
         if self.order == 1:
             return np.full(int(data.predicted.sum()), float(self.orders[1].count.sum()))
-        top = self.orders[self.order]
-        totals = np.bincount(top.context, weights=top.count, minlength=self.orders[self.order - 1].keys.size)
+        totals = self.context_totals()
         ids = data.tokens
         for k in range(2, self.order):  # ids of the k-grams ending at each position
             ids = self.extend_ids(ids, data, k)

@@ -49,6 +49,7 @@ class Order:
     raw: np.ndarray | None = None  # (G,) raw counts (occurrences in train)
     prob: np.ndarray | None = None  # (G,) interpolated p(word | context)
     backoff: np.ndarray | None = None  # (G,) γ of this n-gram as a context (1 if never one)
+    pruned: np.ndarray | None = None  # (G,) as a context: the summed counts a(·) of its pruned successors
 
     def discount(self, counts: np.ndarray) -> np.ndarray:
         d = np.zeros(counts.shape, np.float64)

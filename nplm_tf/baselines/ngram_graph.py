@@ -47,12 +47,7 @@ class ServingNgram(tf.Module):
         orders = range(1, tables.order + 1)
         self.keys = [_state(tables.orders[k].keys, tf.int64) for k in orders]  # a key's word is key % base
         self.weights = _state(weights, tf.float64)
-        top = tables.orders[tables.order]
-        if tables.order > 1:  # train count of each (N-1)-gram as a context of order N
-            totals = np.bincount(top.context, weights=top.count, minlength=tables.orders[tables.order - 1].keys.size)
-        else:
-            totals = [top.count[: tables.vocab_size].sum()]
-        self.context_totals = _state(totals, tf.float64)
+        self.context_totals = _state(tables.context_totals(), tf.float64)  # train count of each (N-1)-gram
 
     def lookup(self, k: int, query: tf.Tensor) -> tf.Tensor:
         """Row of each key in order k, -1 where absent or where the query is negative; any shape."""
