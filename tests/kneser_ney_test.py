@@ -100,10 +100,10 @@ def zipf_lines(seed, vocab=15, count=300):
 
 @pytest.mark.parametrize("order,thresholds", [(2, (0, 1)), (3, (0, 0, 1)), (4, (0, 1, 2)), (5, (0, 0, 1))])
 def test_a_pruned_model_keeps_its_frequent_ngrams_and_stays_exactly_normalized(order, thresholds):
-    """What pruning keeps (the n-grams seen more often than their order's threshold, whose contexts and suffixes
-    are then kept too, as the lookups need), that every distribution still sums to one (the pruned p̃ moved into γ, the kept p
-    recomputed), that token_probabilities' back-off walk agrees with those distributions, and that the
-    contexts' train counts (the mixture's buckets) keep their pruned successors'."""
+    """What pruning keeps (the n-grams seen more often than their order's threshold, whose contexts and
+    suffixes are then kept too, as the lookups need), that every distribution still sums to one (the pruned p̃
+    moved into γ, the kept p recomputed), that token_probabilities' back-off walk agrees with those
+    distributions, and that the contexts' train counts (the mixture's buckets) keep their pruned successors'."""
     lines = zipf_lines(order)
     data = kn.TokenArrays.from_lines(lines, 15, 0)
     full, model = kn.KneserNey(data, order, 15), kn.KneserNey(data, order, 15)

@@ -18,8 +18,11 @@ def data(seed, lines=50, vocab=10):
 
 
 def make(kind):
-    if kind == "kneser_ney":
-        return kn.KneserNey(data(0), 4, vocab_size=10)
+    if kind in ("kneser_ney", "pruned"):
+        model = kn.KneserNey(data(0), 4, vocab_size=10)
+        if kind == "pruned":
+            model.prune([0, 1])
+        return model
     return interpolated.InterpolatedTrigram(data(0), data(1), vocab_size=10)
 
 
@@ -48,7 +51,7 @@ def assert_same(a, b, where="model"):
         assert a == b, f"{where}: {a!r} != {b!r}"
 
 
-@pytest.mark.parametrize("kind", ["kneser_ney", "interpolated"])
+@pytest.mark.parametrize("kind", ["kneser_ney", "pruned", "interpolated"])
 def test_a_saved_model_loads_with_every_attribute(kind, tmp_path):
     model = make(kind)
     ngram_lib.save(model, str(tmp_path))
@@ -75,11 +78,14 @@ def test_a_field_added_to_the_class_but_not_saved_is_caught(kind, tmp_path, monk
         assert_same(model, ngram_lib.load(str(tmp_path)))
 
 
-def test_every_order_field_is_in_the_state():
-    """Order's fields are saved by iterating over them, so one added to the dataclass travels too."""
-    model = make("kneser_ney")
+@pytest.mark.parametrize("kind", ["kneser_ney", "pruned"])
+def test_every_order_field_is_in_the_state(kind):
+    """Order's fields are saved by iterating over them, so one added to the dataclass travels too; `pruned`,
+    which only a pruned model has, is left out of an unpruned one's state and comes back as None."""
+    model = make(kind)
     state = model.get_state()
-    assert {f"1_{f.name}" for f in dataclasses.fields(kn.Order)} <= set(state)
+    fields = {f"1_{f.name}" for f in dataclasses.fields(kn.Order)}
+    assert fields - set(state) == (set() if kind == "pruned" else {"1_pruned"})
     assert_same(model, kn.KneserNey.from_state(state))
 
 

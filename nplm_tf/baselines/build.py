@@ -129,10 +129,10 @@ def train_ngram(
         model = kn.KneserNey(arrays["train"], order, vocab.size)
         warnings = model.warnings
         if any(kn.prune_thresholds(prune, order)):
-            before = sum(model.orders[k].keys.size for k in range(2, order + 1))
+            kept = lambda: sum(model.orders[k].keys.size for k in range(2, order + 1))  # noqa: E731
+            before = kept()
             model.prune(prune)
-            after = sum(model.orders[k].keys.size for k in range(2, order + 1))
-            _progress(f"pruned to {after:,} of {before:,} n-grams of orders 2-{order}")
+            _progress(f"pruned to {kept():,} of {before:,} n-grams of orders 2-{order}")
         if arpa:
             _progress(f"writing {run.arpa}")
             arpa_lib.write_arpa(model, vocab, run.arpa)

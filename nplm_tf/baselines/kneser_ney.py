@@ -187,10 +187,12 @@ class KneserNey:
 
     def prune(self, thresholds) -> None:
         """Drops the n-grams of order k ≥ 2 seen at most `thresholds[k-1]` times in train (raw counts; the last
-        value holds for the orders after it, as lmplz's --prune reads it). Each pruned n-gram's discounted probability p̃(w | h) moves into γ(h), so that
-        its word is backed off to as an unseen one is, and every kept p(w | h) = p̃(w | h) + γ(h) p(w | h') is
-        recomputed with the new γ bottom-up: every distribution still sums to one exactly. Discounts and p̃
-        stay the unpruned model's; a context's train count (`context_totals`) keeps its pruned successors'.
+        value holds for the orders after it, as lmplz's --prune reads it).
+
+        Each pruned n-gram's discounted probability p̃(w | h) moves into γ(h), so that its word is backed off to
+        as an unseen one is, and every kept p(w | h) = p̃(w | h) + γ(h) p(w | h') is recomputed with the new γ
+        bottom-up: every distribution still sums to one exactly. Discounts and p̃ stay the unpruned model's; a
+        context's train count (`context_totals`) keeps its pruned successors'.
         """
         thresholds = prune_thresholds(thresholds, self.order)
         if not any(thresholds):
