@@ -68,21 +68,26 @@ def test_ngram_binary_writes_metrics_and_arpa(kn3):
     assert [line for line in stderr.splitlines() if line in stages] == stages, stderr[-2000:]
 
 
-def test_kenlm_reads_the_arpa_export_with_the_same_perplexity(kn3, corpus_flags):
+def kenlm_perplexity(ngram_dir, text_file: str) -> float:
+    """The perplexity KenLM's own query computes from `ngram_dir`'s model.arpa on a file, in the run's words."""
     import kenlm
 
-    out, printed, _ = kn3
-    from pipelines import corpus, vocabulary
+    from pipelines import corpus
 
-    vocab = vocabulary.Vocabulary.load(os.path.join(out, "vocab.tsv"))
-    model = kenlm.Model(os.path.join(out, "model.arpa"))
+    vocab = vocabulary.Vocabulary.load(os.path.join(ngram_dir, "vocab.tsv"))
+    model = kenlm.Model(os.path.join(ngram_dir, "model.arpa"))
     total, count = 0.0, 0
-    for line in corpus.file_split(corpus_flags[1]["test"]).iter_lines():
+    for line in corpus.file_split(text_file).iter_lines():
         words = [vocab.words[i] for i in vocab.ids(corpus.tokenize(line))]
         if words:
             scores = [s[0] for s in model.full_scores(" ".join(words))]
             total, count = total + sum(scores), count + len(scores)
-    assert 10 ** (-total / count) == pytest.approx(printed["test_perplexity"], rel=1e-4)
+    return 10 ** (-total / count)
+
+
+def test_kenlm_reads_the_arpa_export_with_the_same_perplexity(kn3, corpus_flags):
+    out, printed, _ = kn3
+    assert kenlm_perplexity(out, corpus_flags[1]["test"]) == pytest.approx(printed["test_perplexity"], rel=1e-4)
 
 
 def test_arpa_written_in_chunks_is_the_same_file(kn3, tmp_path):
@@ -180,10 +185,6 @@ def test_a_pruned_ngram_is_smaller_and_kenlm_reads_its_arpa_alike(kn3, corpus_fl
     """`--prune=0,0,4`: the trigrams seen at most 4 times leave the model, its ARPA file says the same
     probabilities to KenLM as `ngram` computes, and valid and test are still scored (every distribution sums
     to one: tests/kneser_ney_test.py)."""
-    import kenlm
-
-    from pipelines import corpus
-
     out = tmp_path / "pruned"
     result = helpers.run_binary(
         "nplm_tf.ngram", "--order=3", f"--output={out}", "--min_count=1", "--prune=0,0,4", *corpus_flags[0]
@@ -195,15 +196,7 @@ def test_a_pruned_ngram_is_smaller_and_kenlm_reads_its_arpa_alike(kn3, corpus_fl
     assert pruned["ngrams"]["3"] < full["ngrams"]["3"]
     assert f"pruned to {pruned['ngrams']['2'] + pruned['ngrams']['3']:,} of" in result.stderr
     assert pruned["test_perplexity"] != full["test_perplexity"]
-    vocab = vocabulary.Vocabulary.load(str(out / "vocab.tsv"))
-    model = kenlm.Model(str(out / "model.arpa"))
-    total, count = 0.0, 0
-    for line in corpus.file_split(corpus_flags[1]["test"]).iter_lines():
-        words = [vocab.words[i] for i in vocab.ids(corpus.tokenize(line))]
-        if words:
-            scores = [s[0] for s in model.full_scores(" ".join(words))]
-            total, count = total + sum(scores), count + len(scores)
-    assert 10 ** (-total / count) == pytest.approx(pruned["test_perplexity"], rel=1e-4)
+    assert kenlm_perplexity(out, corpus_flags[1]["test"]) == pytest.approx(pruned["test_perplexity"], rel=1e-4)
 
 
 @pytest.mark.parametrize(
