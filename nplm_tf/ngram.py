@@ -2,6 +2,7 @@
 
     python -m nplm_tf.ngram --order=5 --output=runs/kn5            # Brown
     python -m nplm_tf.ngram --order=3 --output=DIR --corpus=files --train_files=...
+    python -m nplm_tf.ngram --order=5 --output=runs/kn5p --prune=0,0,1   # without singletons of order 3 and up
 
 Writes DIR/metrics.json (valid_perplexity, test_perplexity, as `train` does),
 DIR/vocab.tsv, DIR/ngram.npz and DIR/model.arpa (loadable by KenLM / SRILM); --per_token, the test
