@@ -179,3 +179,21 @@ def test_pruning_with_zero_thresholds_changes_nothing_and_a_pruned_model_round_t
 def test_bad_pruning_thresholds_say_why(values, message):
     with pytest.raises(kn.NgramError, match=message):
         kn.prune_thresholds(values, 3)
+
+
+def test_an_order_the_lines_are_too_short_for_is_one_sentence():
+    """One-word lines hold n-grams up to order 3 (<s> w </s>); an empty order 4 would break every lookup."""
+    data = kn.TokenArrays.from_lines([[A], [B], [A]], BOS, EOS)
+    assert kn.KneserNey(data, 3, vocab_size=4).orders[3].keys.size == 2
+    with pytest.raises(kn.NgramError, match=r"^no train line is long enough for an n-gram of order 4 \(2 words "):
+        kn.KneserNey(data, 5, vocab_size=4)
+
+
+def test_pruning_that_would_empty_an_order_is_refused_and_changes_nothing():
+    data = kn.TokenArrays.from_lines(zipf_lines(1), 15, 0)
+    model, full = kn.KneserNey(data, 4, 15), kn.KneserNey(data, 4, 15)
+    with pytest.raises(kn.NgramError, match="leaves no n-gram of order 3 .* use an order of at most 2"):
+        model.prune([0, 1, 10**9])
+    assert model.prune_thresholds == (0, 0, 0, 0)
+    for k in range(1, 5):
+        np.testing.assert_array_equal(model.orders[k].prob, full.orders[k].prob)

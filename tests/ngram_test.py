@@ -210,6 +210,7 @@ def test_a_pruned_ngram_is_smaller_and_kenlm_reads_its_arpa_alike(kn3, corpus_fl
             ["--prune=0,1", "--smoothing=interpolated"],
             "only the Kneser-Ney model is pruned; leave --prune out with --smoothing=interpolated.",
         ),
+        (["--prune=0,0,1000000"], "prune=0,0,1000000 leaves no n-gram of order 3 (none was seen more than"),
     ],
 )
 def test_bad_pruning_flags_are_one_sentence_before_anything_is_written(flags, message, corpus_flags, tmp_path):
@@ -217,3 +218,16 @@ def test_bad_pruning_flags_are_one_sentence_before_anything_is_written(flags, me
     result = helpers.run_binary("nplm_tf.ngram", "--order=3", f"--output={out}", *flags, *corpus_flags[0])
     helpers.assert_one_sentence(result, message)
     assert not out.exists()
+
+
+def test_an_order_longer_than_the_lines_is_one_sentence_before_anything_is_written(tmp_path):
+    words = [f"w{i % 7}" for i in range(60)]
+    split = helpers.write_lines(str(tmp_path / "one_word_lines.txt"), words)  # <s> w </s>: orders 1-3 only
+    out = tmp_path / "never"
+    flags = ["--corpus=files", f"--train_files={split}", f"--valid_files={split}", f"--test_files={split}"]
+    result = helpers.run_binary("nplm_tf.ngram", "--order=5", f"--output={out}", "--min_count=1", *flags)
+    helpers.assert_one_sentence(
+        result, "no train line is long enough for an n-gram of order 4 (2 words between <s> and </s>); use an order "
+    )
+    assert not out.exists()
+    assert helpers.run_binary("nplm_tf.ngram", "--order=3", f"--output={out}", "--min_count=1", *flags).returncode == 0

@@ -118,7 +118,6 @@ def train_ngram(
         corpus_lib.check_split(corpus[name], 1)
     run = RunDir(output_dir)
     vocab = vocab_lib.build(corpus["train"], min_count, max_vocab)
-    run.save_vocab(vocab)  # makes output_dir, once the data is checked
     arrays = {name: token_arrays(corpus[name], vocab) for name in corpus_lib.SPLITS}
     kind = "the interpolated trigram" if smoothing == "interpolated" else f"the Kneser-Ney {order}-gram"
     _progress(f"building {kind} on {int(arrays['train'].predicted.sum()):,} train tokens, |V| = {vocab.size:,}")
@@ -133,9 +132,10 @@ def train_ngram(
             before = kept()
             model.prune(prune)
             _progress(f"pruned to {kept():,} of {before:,} n-grams of orders 2-{order}")
-        if arpa:
-            _progress(f"writing {run.arpa}")
-            arpa_lib.write_arpa(model, vocab, run.arpa)
+    run.save_vocab(vocab)  # makes output_dir, once the model is built: a refused build writes nothing
+    if smoothing == "kneser_ney" and arpa:
+        _progress(f"writing {run.arpa}")
+        arpa_lib.write_arpa(model, vocab, run.arpa)
     for warning in warnings:
         print(f"warning: {warning}", flush=True)
     save(model, output_dir)

@@ -113,6 +113,11 @@ class KneserNey:
             prev = np.roll(ids[k - 1], 1)
             keys[valid] = prev[valid] * self.base + tokens[valid]
             unique, inverse = np.unique(keys[valid], return_inverse=True)
+            if unique.size == 0:  # every lookup and table of an order assumes it holds n-grams
+                raise NgramError(
+                    f"no train line is long enough for an n-gram of order {k} ({k - 2} words between <s> and </s>); "
+                    f"use an order of at most {k - 1}."
+                )
             kid = np.full(tokens.size, -1, np.int64)
             kid[valid] = inverse
             first = np.zeros(unique.size, np.int64)
@@ -203,6 +208,13 @@ class KneserNey:
         # a kept n-gram's context and suffix are kept, as the lookups and the recursion below need.
         keep = [None, np.ones(self.orders[1].keys.size, bool)]
         keep += [self.orders[k].raw > thresholds[k - 1] for k in range(2, self.order + 1)]
+        emptied = [k for k in range(2, self.order + 1) if not keep[k].any()]
+        if emptied:
+            given = ",".join(str(t) for t in thresholds)
+            raise NgramError(
+                f"prune={given} leaves no n-gram of order {emptied[0]} (none was seen more than "
+                f"{thresholds[emptied[0] - 1]} times); prune less, or use an order of at most {emptied[0] - 1}."
+            )
         own, gamma, pruned = [None, None], [None], [None]  # own[k] per k-gram; gamma, pruned[k-1] per context
         for k in range(2, self.order + 1):  # all on the unpruned model and its ids
             o = self.orders[k]
