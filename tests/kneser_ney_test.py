@@ -109,22 +109,22 @@ def test_a_pruned_model_keeps_its_frequent_ngrams_and_stays_exactly_normalized(o
     full, model = kn.KneserNey(data, order, 15), kn.KneserNey(data, order, 15)
     model.prune(thresholds)
     assert model.prune_thresholds == (*thresholds, *thresholds[-1:] * (order - len(thresholds)))
-    spell = lambda m, k: {_spell(m, k, g): g for g in range(m.orders[k].keys.size)}  # noqa: E731
     for k in range(2, order + 1):
         o, threshold = model.orders[k], model.prune_thresholds[k - 1]
         assert (o.keys.size < full.orders[k].keys.size) == (threshold > 0) and np.all(np.diff(o.keys) > 0)
-        kept, before = spell(model, k), spell(full, k)
+        kept, before = _spelled(model, k), _spelled(full, k)
         frequent = {g for g, i in before.items() if full.orders[k].raw[i] > threshold}
         assert set(kept) == frequent
         if k > 2:
-            assert {g[:-1] for g in kept} | {g[1:] for g in kept} <= set(spell(model, k - 1))
+            assert {g[:-1] for g in kept} | {g[1:] for g in kept} <= set(_spelled(model, k - 1))
         np.testing.assert_array_equal(o.raw, full.orders[k].raw[[before[g] for g in kept]])
     for context in ([], [15], [15, 2], lines[0][:4], lines[7][:4], [1, 1, 1, 1], [2, 3, 4, 5], [14, 14, 14]):
         probs = model.distribution(context)
         assert (probs > 0).all() and probs.sum() == pytest.approx(1.0, abs=1e-12)
-    test = kn.TokenArrays.from_lines(lines[:40] + zipf_lines(99, count=20), 15, 0)
+    scored = lines[:40] + zipf_lines(99, count=20)
+    test = kn.TokenArrays.from_lines(scored, 15, 0)
     expected = []
-    for line in lines[:40] + zipf_lines(99, count=20):
+    for line in scored:
         seq = [15, *line, 0]
         expected += [model.distribution(seq[max(0, t - order + 1) : t])[seq[t]] for t in range(1, len(seq))]
     np.testing.assert_allclose(model.token_probabilities(test), expected, rtol=1e-12)
@@ -135,13 +135,16 @@ def test_a_pruned_model_keeps_its_frequent_ngrams_and_stays_exactly_normalized(o
     assert (unpruned[counts == 0] <= model.prune_thresholds[order - 2]).all()
 
 
-def _spell(model, k, g):
-    """The words of order k's n-gram g, oldest first."""
-    words = []
-    for j in range(k, 0, -1):
-        words.insert(0, int(model.orders[j].word[g]))
-        g = model.orders[j].context[g]
-    return tuple(words)
+def _spelled(model, k):
+    """Order k's n-grams as {their words, oldest first: their id}."""
+    spelled = {}
+    for g in range(model.orders[k].keys.size):
+        words, i = [], g
+        for j in range(k, 0, -1):
+            words.insert(0, int(model.orders[j].word[i]))
+            i = model.orders[j].context[i]
+        spelled[tuple(words)] = g
+    return spelled
 
 
 def test_pruning_with_zero_thresholds_changes_nothing_and_a_pruned_model_round_trips(tmp_path):

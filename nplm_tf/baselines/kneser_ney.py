@@ -168,10 +168,11 @@ class KneserNey:
         """p̃(w | h) = max(a(hw) - D, 0) / S(h) of every k-gram hw, and γ(h) of every (k-1)-gram h as a context of
         order k (1 where h is none)."""
         o, size = self.orders[k], self.orders[k - 1].keys.size
+        d = o.discount(o.count)
         total = np.bincount(o.context, weights=o.count, minlength=size)
-        mass = np.bincount(o.context, weights=o.discount(o.count), minlength=size)
+        mass = np.bincount(o.context, weights=d, minlength=size)
         gamma = np.divide(mass, total, out=np.ones(size), where=total > 0)
-        return np.maximum(o.count - o.discount(o.count), 0) / total[o.context], gamma
+        return np.maximum(o.count - d, 0) / total[o.context], gamma
 
     def _probabilities(self):
         uni = self.orders[1]
@@ -366,9 +367,9 @@ class KneserNey:
 
     def context_counts(self, data: TokenArrays) -> np.ndarray:
         """Train count of each predicted token's (N-1)-word context (0 if unseen or cut by <s>)."""
-        if self.order == 1:
-            return np.full(int(data.predicted.sum()), float(self.orders[1].count.sum()))
         totals = self.context_totals()
+        if self.order == 1:
+            return np.full(int(data.predicted.sum()), float(totals[0]))
         ids = data.tokens
         for k in range(2, self.order):  # ids of the k-grams ending at each position
             ids = self.extend_ids(ids, data, k)
