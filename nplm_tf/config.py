@@ -64,6 +64,8 @@ class Config:
     # tail's words scored by a second softmax of the network, computed only for tail targets in training)
     tail: str = "class"
     tail_ngram_order: int = 0  # K of the Kneser-Ney model that scores the tail (0: min(4, n))
+    # the tail model's pruning thresholds, "T1,T2,..." as `nplm_tf.ngram --prune` reads them ("": unpruned)
+    tail_ngram_prune: str = ""
     loss: str = "softmax"  # "softmax" (exact), "sampled_softmax" or "nce": training only; evaluation is exact
     num_sampled: int = 100  # noise words per batch for sampled_softmax / nce
 
@@ -119,6 +121,13 @@ class Config:
             self.tail_ngram_order,
             f"must be in [2, order={self.order}] (the n-gram sees the n-1 context words)",
         )
+        _check(
+            not self.tail_ngram_prune or self.ngram_tail,
+            "tail_ngram_prune",
+            self.tail_ngram_prune,
+            "needs a short list with an n-gram tail (shortlist > 0, tail='class' or 'backoff')",
+        )
+        _tail_prune(self.tail_ngram_prune, self.tail_order)  # a bad threshold is refused before any data is read
         _check(self.loss in LOSSES, "loss", self.loss, f"must be one of {LOSSES}")
         _check(
             self.loss == "softmax" or self.shortlist == 0,
@@ -144,6 +153,11 @@ class Config:
     def tail_order(self) -> int:
         """K, the order of the short list's tail n-gram."""
         return self.tail_ngram_order or min(DEFAULT_TAIL_ORDER, self.order)
+
+    @property
+    def tail_prune(self) -> tuple[int, ...]:
+        """The tail n-gram's pruning thresholds, one per order 1-K (`KneserNey.prune`; all 0: unpruned)."""
+        return _tail_prune(self.tail_ngram_prune, self.tail_order)
 
     @property
     def network_tail(self) -> bool:
@@ -234,6 +248,17 @@ _TYPES = {
     "bool": ("true or false", lambda v: isinstance(v, bool)),
     "str": ("a string", lambda v: isinstance(v, str)),
 }
+
+
+def _tail_prune(value: str, order: int) -> tuple[int, ...]:
+    if not value:
+        return (0,) * order
+    from nplm_tf.baselines import kneser_ney  # numpy, loaded only for a pruned tail: config loads before the data
+
+    try:
+        return kneser_ney.prune_thresholds(value.split(","), order, name="tail_ngram_prune")
+    except kneser_ney.NgramError as e:
+        raise ConfigError(str(e)) from None
 
 
 def _check(ok: bool, name: str, value: Any, why: str) -> None:

@@ -90,6 +90,12 @@ flags.DEFINE_enum(
 flags.DEFINE_integer(
     "tail_ngram_order", _D.tail_ngram_order, "With --shortlist: K of the tail's Kneser-Ney model (0: min(4, n))."
 )
+flags.DEFINE_string(
+    "tail_ngram_prune",
+    _D.tail_ngram_prune,
+    "With --shortlist: prune the tail's Kneser-Ney model as nplm_tf.ngram --prune does (T1,T2,...: drop the "
+    "n-grams of order k seen at most T_k times; 0,0,2: the trigrams and up seen once or twice); empty: unpruned.",
+)
 TAIL_NGRAM_DIR = app.define_path(
     "ngram_dir",
     None,
@@ -114,7 +120,7 @@ def config_from_flags() -> Config:
         if field.name not in values or FLAGS[field.name].present:
             values[field.name] = FLAGS[field.name].value
     config = Config.from_dict(values)
-    for name in ("tail", "tail_ngram_order", "ngram_dir"):
+    for name in ("tail", "tail_ngram_order", "tail_ngram_prune", "ngram_dir"):
         if FLAGS[name].present and not config.shortlist:
             raise ConfigError(f"--{name} needs --shortlist=N > 0 (it configures the short list's tail).")
     if FLAGS["ngram_dir"].present and config.shortlist and not config.ngram_tail:

@@ -36,6 +36,17 @@ def test_bad_values_name_the_field(field, value):
         Config(**{field: value})
 
 
+def test_the_tail_pruning_thresholds_are_read_as_ngram_reads_them():
+    assert Config(shortlist=100).tail_prune == (0, 0, 0, 0)  # K = min(4, n)
+    assert Config(shortlist=100, tail_ngram_prune="0,0,1").tail_prune == (0, 0, 1, 1)
+    assert Config(shortlist=100, tail_ngram_order=3, tail_ngram_prune="0,1,2").tail_prune == (0, 1, 2)
+    for value in ("1", "0,2,1", "0,a", "0,0,0,0,1"):
+        with pytest.raises(ConfigError, match=f"^tail_ngram_prune={value}"):
+            Config(shortlist=100, tail_ngram_prune=value)
+    with pytest.raises(ConfigError, match="^tail_ngram_prune='0,1' needs a short list with an n-gram tail"):
+        Config(shortlist=100, tail="network", tail_ngram_prune="0,1")
+
+
 @pytest.mark.parametrize(
     "field,value,kind",
     [
@@ -49,6 +60,7 @@ def test_bad_values_name_the_field(field, value):
         ("dropout", float("nan"), "a finite number"),
         ("direct", 1, "true or false"),
         ("tail", None, "a string"),
+        ("tail_ngram_prune", [0, 0, 1], "a string"),
     ],
 )
 def test_a_value_of_the_wrong_type_is_refused(field, value, kind):

@@ -541,6 +541,27 @@ def bad_cases(root):
             ["--shortlist=5", f"--ngram_dir={same_size}"],
             "has another vocabulary than the network (both 20 types, but id 2 is 'w0' there and 'the' in",
         ),
+        "prune_alone": (["--tail_ngram_prune=0,1"], "tail_ngram_prune='0,1' needs a short list with an n-gram tail"),
+        "empty_prune_alone": (["--tail_ngram_prune="], "--tail_ngram_prune needs --shortlist=N > 0"),
+        "prune_network": (
+            ["--shortlist=5", "--tail=network", "--tail_ngram_prune=0,1"],
+            "tail_ngram_prune='0,1' needs a short list with an n-gram tail",
+        ),
+        "prune_word": (["--shortlist=5", "--tail_ngram_prune=0,x"], "tail_ngram_prune=0,x must be whole counts"),
+        "prune_too_many": (
+            ["--shortlist=5", "--tail_ngram_prune=0,0,1,1"],  # TINY's order 3: the tail's default K is 3
+            "tail_ngram_prune=0,0,1,1 gives 4 thresholds for a 3-gram; give at most 3.",
+        ),
+        "prune_given": (
+            ["--shortlist=5", f"--ngram_dir={other}", "--tail_ngram_prune=0,1"],
+            "--tail_ngram_prune prunes the tail n-gram that training builds; the model in --ngram_dir=",
+        ),
+        # the tail is built before anything is written: a pruning that empties an order is refused first
+        "prune_empties": (
+            ["--shortlist=5", "--tail_ngram_prune=0,0,1000"],
+            "tail_ngram_prune=0,0,1000 leaves no n-gram of order 3 (none was seen more than 1000 times); "
+            "prune less, or use an order of at most 2.",
+        ),
         "no_samples": (["--loss=nce", "--num_sampled=0"], "num_sampled=0 must be positive"),
         "too_many_samples": (["--loss=nce", "--num_sampled=20"], "num_sampled=20 must be smaller than |V| = 20"),
         # once a tf2xla traceback after config.json, corpus.json and vocab.tsv were written
@@ -565,6 +586,13 @@ def bad_cases(root):
         "ngram_missing",
         "ngram_vocab",
         "ngram_vocab_size",
+        "prune_alone",
+        "empty_prune_alone",
+        "prune_network",
+        "prune_word",
+        "prune_too_many",
+        "prune_given",
+        "prune_empties",
         "no_samples",
         "too_many_samples",
         "jit_sampled",
@@ -616,7 +644,20 @@ def test_a_tail_ngram_of_another_order_is_refused_before_anything_is_written(ord
     assert accepted.returncode == 0, accepted.stderr[-2000:]
     tail = ngram_lib.load(str(model_dir / "tail_ngram"))
     assert tail.prune_thresholds == (0, 20) and tail.orders[2].raw.min() > 20  # some of this corpus's are fewer
-    assert 1 < json.loads((model_dir / "metrics.json").read_text())["test_perplexity"] < 1000
+    test_perplexity = json.loads((model_dir / "metrics.json").read_text())["test_perplexity"]
+    assert 1 < test_perplexity < 1000
+    # --tail_ngram_prune builds the same pruned tail in the run: the same model, the same test perplexity.
+    own_dir = tmp_path / "own_pruned_tail"
+    own_flags = [f"--model_dir={own_dir}" if f.startswith("--model_dir=") else f for f in flags if "ngram_dir" not in f]
+    own = helpers.run_binary("nplm_tf.train", *own_flags, "--tail_ngram_order=2", "--tail_ngram_prune=0,20")
+    assert own.returncode == 0, own.stderr[-2000:]
+    own_tail = ngram_lib.load(str(own_dir / "tail_ngram"))
+    assert own_tail.prune_thresholds == (0, 20)
+    for k in (1, 2):
+        np.testing.assert_array_equal(own_tail.orders[k].keys, tail.orders[k].keys)
+        np.testing.assert_array_equal(own_tail.orders[k].prob, tail.orders[k].prob)
+    assert json.loads((own_dir / "metrics.json").read_text())["test_perplexity"] == test_perplexity
+    assert json.loads((own_dir / "config.json").read_text())["tail_ngram_prune"] == "0,20"
     # Continued, the run scores with the tail it keeps: another --ngram_dir is refused, not silently ignored.
     other = tmp_path / "kn2_of_train_and_valid"
     both = ",".join(files_flags[1][name] for name in ("train", "valid"))

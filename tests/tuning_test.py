@@ -66,7 +66,7 @@ def test_default_search_space_is_pinned():
 def test_a_searched_full_softmax_drops_the_tail_the_short_lists_use(tmp_path):
     """A base of N > 0 sets the lists' tail; its N = 0 trials were invalid configs ("tail='network' needs
     shortlist > 0"), failed trials that keras-tuner skipped or that stopped the search."""
-    base = Config(shortlist=4000, tail="backoff", tail_ngram_order=3)
+    base = Config(shortlist=4000, tail="backoff", tail_ngram_order=3, tail_ngram_prune="0,0,1")
     model = hypermodel_lib.NPLMHyperModel(
         base, corpus=None, vocab_size=14_118, output_dir="unused", tune_shortlist=True
     )
@@ -75,11 +75,11 @@ def test_a_searched_full_softmax_drops_the_tail_the_short_lists_use(tmp_path):
         hp.Choice("shortlist", hypermodel_lib.SEARCH_SPACE["shortlist"], default=0)
         hp.values["shortlist"] = size
         config = model.config(hp)
-        expected = ("class", 0) if size == 0 else ("backoff", 3)
-        assert (config.shortlist, config.tail, config.tail_ngram_order) == (size, *expected)
+        expected = ("class", 0, "") if size == 0 else ("backoff", 3, "0,0,1")
+        assert (config.shortlist, config.tail, config.tail_ngram_order, config.tail_ngram_prune) == (size, *expected)
         row = {"hidden_dim": 100, "feature_dim": 30, "order": 5, "direct": False, "shortlist": size}
         best = search_lib.best_config([row], base)  # best_config.json: once the same ConfigError, at the end
-        assert (best.shortlist, best.tail, best.tail_ngram_order) == (size, *expected)
+        assert (best.shortlist, best.tail, best.tail_ngram_order, best.tail_ngram_prune) == (size, *expected)
     rows = [
         {**row, "trial": str(i), "shortlist": n, "epochs": 1, "valid_perplexity": 9.0 + i, "test_perplexity": 9.5}
         for i, n in enumerate((2000, 0))

@@ -35,7 +35,12 @@ def shortlist_changes(size: int) -> dict:
     settings, which are for N > 0."""
     if size:
         return {"shortlist": size}
-    return {"shortlist": 0, "tail": DEFAULTS.tail, "tail_ngram_order": DEFAULTS.tail_ngram_order}
+    return {
+        "shortlist": 0,
+        "tail": DEFAULTS.tail,
+        "tail_ngram_order": DEFAULTS.tail_ngram_order,
+        "tail_ngram_prune": DEFAULTS.tail_ngram_prune,
+    }
 
 
 class NPLMHyperModel(keras_tuner.HyperModel):

@@ -35,20 +35,20 @@ class NgramError(UserError):
     """The n-gram model cannot be built or used as asked."""
 
 
-def prune_thresholds(values, order: int) -> tuple[int, ...]:
+def prune_thresholds(values, order: int, name: str = "prune") -> tuple[int, ...]:
     """`prune`'s thresholds as given (one per order from 1, the last holding for the orders after it), checked
-    as lmplz checks --prune, one per order."""
+    as lmplz checks --prune, one per order; `name` is the setting an error names."""
     given = ",".join(str(v) for v in values)
     try:
         values = [int(v) for v in values] or [0]
     except ValueError:
-        raise NgramError(f"prune={given} must be whole counts, one per order from 1, such as 0,0,1.") from None
+        raise NgramError(f"{name}={given} must be whole counts, one per order from 1, such as 0,0,1.") from None
     if len(values) > order:
-        raise NgramError(f"prune={given} gives {len(values)} thresholds for a {order}-gram; give at most {order}.")
+        raise NgramError(f"{name}={given} gives {len(values)} thresholds for a {order}-gram; give at most {order}.")
     if values[0] != 0:
-        raise NgramError(f"prune={given}: unigrams are never pruned, so the first threshold must be 0.")
+        raise NgramError(f"{name}={given}: unigrams are never pruned, so the first threshold must be 0.")
     if any(b < a for a, b in zip(values, values[1:])):
-        raise NgramError(f"prune={given}: the thresholds must not decrease from one order to the next.")
+        raise NgramError(f"{name}={given}: the thresholds must not decrease from one order to the next.")
     return tuple(values + values[-1:] * (order - len(values)))
 
 
@@ -191,16 +191,17 @@ class KneserNey:
 
     # ------------------------------------------------------------- pruning --
 
-    def prune(self, thresholds) -> None:
+    def prune(self, thresholds, name: str = "prune") -> None:
         """Drops the n-grams of order k ≥ 2 seen at most `thresholds[k-1]` times in train (raw counts; the last
         value holds for the orders after it, as lmplz's --prune reads it).
 
         Each pruned n-gram's discounted probability p̃(w | h) moves into γ(h), so that its word is backed off to
         as an unseen one is, and every kept p(w | h) = p̃(w | h) + γ(h) p(w | h') is recomputed with the new γ
         bottom-up: every distribution still sums to one exactly. Discounts and p̃ stay the unpruned model's; a
-        context's train count (`context_totals`) keeps its pruned successors'.
+        context's train count (`context_totals`) keeps its pruned successors'. `name`: the setting an error
+        names.
         """
-        thresholds = prune_thresholds(thresholds, self.order)
+        thresholds = prune_thresholds(thresholds, self.order, name)
         if not any(thresholds):
             return
         if any(self.prune_thresholds):
@@ -213,7 +214,7 @@ class KneserNey:
         if emptied:
             given = ",".join(str(t) for t in thresholds)
             raise NgramError(
-                f"prune={given} leaves no n-gram of order {emptied[0]} (none was seen more than "
+                f"{name}={given} leaves no n-gram of order {emptied[0]} (none was seen more than "
                 f"{thresholds[emptied[0] - 1]} times); prune less, or use an order of at most {emptied[0] - 1}."
             )
         own, gamma, pruned = [None, None], [None], [None]  # own[k] per k-gram; gamma, pruned[k-1] per context

@@ -18,17 +18,28 @@ from pipelines import files
 from pipelines import vocabulary as vocab_lib
 
 
-class GivenTail:
-    """The Kneser-Ney model in --ngram_dir, checked against a new run's vocabulary and tail order before the
-    run writes anything (`prepare_data`'s check), and kept for `prepare_tail`."""
+class NewTail:
+    """The n-gram a new short-list run will keep for its tail, in hand before the run writes anything
+    (`prepare_data`'s check), and kept for `prepare_tail`: the Kneser-Ney model in --ngram_dir, checked against
+    the run's vocabulary and tail order, or, where `corpus` is given (the process that writes the run), the
+    model built on its train split, so that a pruning that would empty an order is refused first too."""
 
-    def __init__(self, config: Config, ngram_dir: str | None):
-        self.config, self.ngram_dir, self.model = config, ngram_dir, None
+    def __init__(self, config: Config, ngram_dir: str | None, corpus: corpus_lib.Corpus | None = None):
+        if ngram_dir and config.tail_ngram_prune:
+            raise ConfigError(
+                f"--tail_ngram_prune prunes the tail n-gram that training builds; the model in --ngram_dir={ngram_dir} "
+                "is used as it was built (prune it with nplm_tf.ngram --prune)."
+            )
+        self.config, self.ngram_dir, self.corpus, self.model = config, ngram_dir, corpus, None
 
     def __call__(self, vocab: vocab_lib.Vocabulary) -> None:
-        if self.config.ngram_tail and self.ngram_dir:
+        if not self.config.ngram_tail:
+            return
+        if self.ngram_dir:
             self.model = tail_ngram(vocab, None, self.config.tail_order, self.ngram_dir)
             check_tail_model(self.model, self.config, self.ngram_dir)
+        elif self.corpus is not None:
+            self.model = tail_ngram(vocab, self.corpus, self.config.tail_order, prune=self.config.tail_prune)
 
 
 def check_kept_tail(config: Config, model_dir: str, ngram_dir: str | None) -> None:
@@ -46,26 +57,27 @@ def check_kept_tail(config: Config, model_dir: str, ngram_dir: str | None) -> No
 
 
 def prepare_tail(
-    config: Config, vocab: vocab_lib.Vocabulary, corpus: corpus_lib.Corpus, model_dir: str, given: GivenTail
+    config: Config, vocab: vocab_lib.Vocabulary, model_dir: str, new: NewTail
 ) -> ShortListTail | NetworkTail | None:
     """The tail of a short-list run (None without a short list); an n-gram tail's model is kept in
     MODEL_DIR/tail_ngram (the network tail has none).
 
-    The first run builds modified Kneser-Ney of order `config.tail_order` on the train split with the
-    network's vocabulary, or copies the model in `given.ngram_dir` (same vocabulary, order K; loaded and
-    checked by `prepare_data` when the run was set up); later runs reload it.
+    The first run keeps `new`'s model: modified Kneser-Ney of order `config.tail_order` built on the train
+    split with the network's vocabulary (pruned at `config.tail_prune`), or a copy of the model in
+    `new.ngram_dir` (same vocabulary, order K), both in hand since `prepare_data` set the run up; later runs
+    reload it.
     """
     run = RunDir(model_dir)
     tail_dir = RunDir(run.tail_ngram_dir)
     if not config.ngram_tail or os.path.isfile(tail_dir.ngram_model):  # nothing to build, or built already
         return load_tail(run, config)
-    if given.ngram_dir and given.model is None:  # a run set up before, whose tail was not kept yet
-        given(vocab)
-    model = given.model if given.ngram_dir else tail_ngram(vocab, corpus, config.tail_order)
+    if new.model is None:  # a run set up before, whose tail was not kept yet
+        new(vocab)
+    model = new.model
     os.makedirs(tail_dir.path, exist_ok=True)  # once the model is in hand and checked
-    if given.ngram_dir:
+    if new.ngram_dir:
         files.replace_atomically(
-            tail_dir.ngram_model, lambda tmp: shutil.copyfile(RunDir(given.ngram_dir).ngram_model, tmp)
+            tail_dir.ngram_model, lambda tmp: shutil.copyfile(RunDir(new.ngram_dir).ngram_model, tmp)
         )
     else:
         ngram_lib.save(model, tail_dir.path)
@@ -74,17 +86,26 @@ def prepare_tail(
 
 
 def tail_ngram(
-    vocab: vocab_lib.Vocabulary, corpus: corpus_lib.Corpus | None, order: int, ngram_dir: str | None = None
+    vocab: vocab_lib.Vocabulary,
+    corpus: corpus_lib.Corpus | None,
+    order: int,
+    ngram_dir: str | None = None,
+    prune: tuple[int, ...] = (),
 ) -> kn.KneserNey:
     """A short list's tail model: the Kneser-Ney model in `ngram_dir` (checked: the network's vocabulary, and
-    Kneser-Ney), or modified Kneser-Ney of `order` built on the train split with the network's vocabulary."""
+    Kneser-Ney), or modified Kneser-Ney of `order` built on the train split with the network's vocabulary and
+    pruned at the thresholds `prune` (`KneserNey.prune`; none: unpruned)."""
     if ngram_dir:
         network_mixture.check_same_vocabulary(vocab, ngram_dir)
         model = ngram_lib.load(ngram_dir)
         check_kneser_ney(model, ngram_dir)
         return model
-    print(f"building the tail's Kneser-Ney {order}-gram on train", flush=True)
-    return kn.KneserNey(ngram_lib.token_arrays(corpus["train"], vocab), order, vocab.size)
+    pruned = any(prune)
+    print(f"building the tail's Kneser-Ney {order}-gram on train{' and pruning it' if pruned else ''}", flush=True)
+    model = kn.KneserNey(ngram_lib.token_arrays(corpus["train"], vocab), order, vocab.size)
+    if pruned:
+        model.prune(prune, name="tail_ngram_prune")
+    return model
 
 
 def check_kneser_ney(model, where: str) -> None:

@@ -71,7 +71,7 @@ def set_up_run(
     """The start of every run, in the order that lets a refused run write nothing: (metrics, None, None) for a
     run that already finished, else (None, data, tail).
 
-    Every process checks the directory's configuration, the data and a new run's --ngram_dir. The `writer`
+    Every process checks the directory's configuration, the data and a new run's --ngram_dir; the `writer`
     (the one process, or a multi-worker run's chief) takes the directory's lock before it removes what a
     kill -9 left mid-write (a resumed run) or once its vocabulary has made the directory (a new run), then
     writes config.json, corpus.json and the tail; the others return tail None and load the kept one later.
@@ -88,15 +88,16 @@ def set_up_run(
     finished = finished_metrics(config, model_dir)
     if finished is not None:
         return finished, None, None
-    given = tail_lib.GivenTail(config, tail_ngram_dir)  # a bad --ngram_dir is refused before anything is written
-    data = prepare_data(config, corpus, model_dir if writer else None, check=given if writer or new_run else None)
+    # a bad --ngram_dir, or a tail pruned empty, is refused before anything is written
+    new_tail = tail_lib.NewTail(config, tail_ngram_dir, corpus if writer else None)
+    data = prepare_data(config, corpus, model_dir if writer else None, check=new_tail if writer or new_run else None)
     if not writer:
         return None, data, None
     lock.acquire()  # a new run's directory exists now
     run.write_config(config)
     if corpus.spec:
         run.write_corpus(corpus.spec)
-    return None, data, tail_lib.prepare_tail(config, data.vocab, corpus, model_dir, given)
+    return None, data, tail_lib.prepare_tail(config, data.vocab, model_dir, new_tail)
 
 
 def build_compiled_model(config: Config, vocab: vocab_lib.Vocabulary, strategy: tf.distribute.Strategy) -> keras.Model:
