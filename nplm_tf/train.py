@@ -18,6 +18,12 @@ from pipelines import app, corpus_flags
 
 _D = Config()
 MODEL_DIR = app.define_path("model_dir", None, "Directory for checkpoints, logs and metrics.json.", required=True)
+EXPORT = flags.DEFINE_boolean(
+    "export",
+    True,
+    "Write the SavedModel (MODEL_DIR/export/<version>) when training ends; --noexport leaves it to "
+    "nplm_tf.export, which writes the same from the trained run at any time.",
+)
 CONFIG_JSON = app.define_path(
     "config_json", None, "A JSON config (e.g. tuning's best); flags given explicitly override it."
 )
@@ -154,10 +160,12 @@ def main(argv, checked):
     if STRATEGY.value == "multi_worker":  # Keras fit fails under MultiWorkerMirroredStrategy: a custom loop
         from nplm_tf.distributed import multi_worker
 
-        metrics = multi_worker.train_multi_worker(config, MODEL_DIR.value, corpus, strategy, TAIL_NGRAM_DIR.value)
+        metrics = multi_worker.train_multi_worker(
+            config, MODEL_DIR.value, corpus, strategy, TAIL_NGRAM_DIR.value, EXPORT.value
+        )
     else:
         metrics = trainer.train_and_evaluate(
-            config, MODEL_DIR.value, corpus, strategy, tail_ngram_dir=TAIL_NGRAM_DIR.value
+            config, MODEL_DIR.value, corpus, strategy, tail_ngram_dir=TAIL_NGRAM_DIR.value, export=EXPORT.value
         )
     print(json.dumps({k: metrics[k] for k in ("valid_perplexity", "test_perplexity", "vocab_size", "tokens")}))
 

@@ -630,6 +630,7 @@ def test_a_tail_ngram_of_another_order_is_refused_before_anything_is_written(ord
         *files_flags[0],
         "--shortlist=5",
         f"--ngram_dir={ngram_dir}",
+        "--noexport",  # exports are another test's
     ]
     refused = helpers.run_binary("nplm_tf.train", *flags)  # TINY's order 3: the tail's default K is 3
     helpers.assert_one_sentence(

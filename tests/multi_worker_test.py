@@ -26,6 +26,9 @@ def corpus(tmp_path_factory):
     return helpers.files_flags(paths)
 
 
+NOEXPORT = "--noexport"  # what these tests check is training; the two-worker run's export is checked once
+
+
 def start_workers(model_dir, epochs, corpus, cluster=None, extra=()):
     cluster = cluster or [f"127.0.0.1:{p}" for p in strategies.loopback_ports(2)]
     procs = []
@@ -82,7 +85,14 @@ def history(model_dir):
 def train_one_process(model_dir, corpus, *extra):
     """Two epochs under the multi-worker strategy in one process (a cluster of one)."""
     result = helpers.run_binary(
-        "nplm_tf.train", "--strategy=multi_worker", f"--model_dir={model_dir}", "--epochs=2", *TINY, *extra, *corpus
+        "nplm_tf.train",
+        "--strategy=multi_worker",
+        f"--model_dir={model_dir}",
+        "--epochs=2",
+        NOEXPORT,
+        *TINY,
+        *extra,
+        *corpus,
     )
     assert result.returncode == 0, result.stderr[-3000:]
     return model_dir
@@ -119,7 +129,7 @@ def test_two_workers_train_to_the_same_loss_as_one_process(one_process, two_work
 
 def test_a_killed_worker_and_a_restarted_job_resume_from_the_checkpoint(corpus, two_workers, tmp_path):
     model_dir = str(tmp_path / "model")
-    procs, cluster = start_workers(model_dir, 3, corpus)
+    procs, cluster = start_workers(model_dir, 3, corpus, extra=[NOEXPORT])
     try:
         deadline = time.time() + 240
         while not os.path.isfile(os.path.join(model_dir, "checkpoints", "checkpoint")):  # epoch 1 saved
@@ -135,7 +145,7 @@ def test_a_killed_worker_and_a_restarted_job_resume_from_the_checkpoint(corpus, 
                 p.kill()
     done_before = len(history(model_dir))
     assert 1 <= done_before < 3
-    procs, _ = start_workers(model_dir, 3, corpus)
+    procs, _ = start_workers(model_dir, 3, corpus, extra=[NOEXPORT])
     outputs = finish(procs)
     assert "resumed from" in outputs[0][0]
     records = history(model_dir)
@@ -151,8 +161,10 @@ def test_two_workers_train_a_short_list_as_one_process_does(tail, corpus, tmp_pa
     flags = ["--shortlist=8", f"--tail={tail}"]
     one = train_one_process(str(tmp_path / "one"), corpus, *flags)
     two = str(tmp_path / "two")
-    finish(start_workers(two, 2, corpus, extra=flags)[0])
+    finish(start_workers(two, 2, corpus, extra=[*flags, NOEXPORT])[0])
     assert_same_training(one, two)
+    assert not os.path.exists(os.path.join(two, "export"))  # --noexport: the chief writes everything else
+    assert "export" not in json.load(open(os.path.join(two, "metrics.json")))
 
 
 def test_two_workers_train_with_a_sampled_loss(corpus, tmp_path):
@@ -160,7 +172,7 @@ def test_two_workers_train_with_a_sampled_loss(corpus, tmp_path):
     # all-gathered, which failed ("Shape mismatch in the collective instance") when the workers' counts of
     # distinct rows differed.
     model_dir = str(tmp_path / "nce")
-    finish(start_workers(model_dir, 2, corpus, extra=["--loss=nce", "--num_sampled=6"])[0])
+    finish(start_workers(model_dir, 2, corpus, extra=["--loss=nce", "--num_sampled=6", NOEXPORT])[0])
     valid = [record["valid_perplexity"] for record in history(model_dir)]
     assert len(valid) == 2 and valid[1] < valid[0] < 20  # |V| = 20: better than uniform, and improving
     metrics = json.load(open(os.path.join(model_dir, "metrics.json")))
@@ -244,7 +256,7 @@ def test_local_sgd_two_workers_equal_averaging_by_hand(corpus, tmp_path):
     import numpy as np
 
     model_dir = str(tmp_path / "local2")
-    procs, _ = start_workers(model_dir, 2, corpus, extra=["--sync_every=3", "--patience=5"])
+    procs, _ = start_workers(model_dir, 2, corpus, extra=["--sync_every=3", "--patience=5", NOEXPORT])
     outputs = finish(procs)
     assert '"valid_perplexity"' in outputs[0][0]
     model, losses = simulate_local_sgd(corpus, workers=2, sync_every=3, epochs=2)
@@ -403,7 +415,9 @@ def test_balanced_workers_equal_their_dealing_done_by_hand(corpus, tmp_path):
     import numpy as np
 
     model_dir = str(tmp_path / "balanced")
-    procs, _ = start_workers(model_dir, 2, corpus, extra=["--sync_every=3", "--balance_workers", "--patience=5"])
+    procs, _ = start_workers(
+        model_dir, 2, corpus, extra=["--sync_every=3", "--balance_workers", "--patience=5", NOEXPORT]
+    )
     finish(procs)
     records = history(model_dir)
     steps = sum(records[0]["batches_per_worker"])

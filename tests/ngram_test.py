@@ -133,6 +133,7 @@ def network(corpus_flags, tmp_path_factory):
         "nplm_tf.train",
         f"--model_dir={model_dir}",
         "--epochs=2",
+        "--noexport",
         *helpers.TINY_FLAGS,
         *corpus_flags[0],
     )

@@ -67,14 +67,14 @@ def test_small_run_writes_metrics_and_learns(tmp_path):
 def test_resume_after_interruption_matches_uninterrupted_run(tmp_path, changes):
     corpus = files_corpus(tmp_path)
     config = helpers.tiny_config(epochs=4, optimizer="adam", learning_rate=0.01, lr_decay=0.01, **changes)
-    straight = trainer.train_and_evaluate(config, str(tmp_path / "a"), corpus, verbose=0)
+    straight = trainer.train_and_evaluate(config, str(tmp_path / "a"), corpus, verbose=0, export=False)
     with pytest.raises(KeyboardInterrupt):  # mid-epoch 3
         trainer.train_and_evaluate(
-            config, str(tmp_path / "b"), corpus, verbose=0, extra_callbacks=[Interrupt(epoch=2, batch=3)]
+            config, str(tmp_path / "b"), corpus, verbose=0, extra_callbacks=[Interrupt(epoch=2, batch=3)], export=False
         )
     assert len(RunDir(str(tmp_path / "b")).read_history()) == 2
     assert not os.path.exists(tmp_path / "b" / "metrics.json")
-    resumed = trainer.train_and_evaluate(config, str(tmp_path / "b"), corpus, verbose=0)
+    resumed = trainer.train_and_evaluate(config, str(tmp_path / "b"), corpus, verbose=0, export=False)
     for key in ("valid_perplexity", "test_perplexity"):
         assert resumed[key] == pytest.approx(straight[key], rel=1e-4), key
     assert [e["valid_perplexity"] for e in resumed["epochs"]] == pytest.approx(
@@ -98,10 +98,10 @@ def test_resume_survives_a_truncated_backup(tmp_path):
     """A damaged newest backup falls back to the generation before it (and a half-written save is ignored)."""
     corpus = files_corpus(tmp_path)
     config = helpers.tiny_config(epochs=4)
-    straight = trainer.train_and_evaluate(config, str(tmp_path / "a"), corpus, verbose=0)
+    straight = trainer.train_and_evaluate(config, str(tmp_path / "a"), corpus, verbose=0, export=False)
     with pytest.raises(KeyboardInterrupt):
         trainer.train_and_evaluate(
-            config, str(tmp_path / "b"), corpus, verbose=0, extra_callbacks=[Interrupt(epoch=3, batch=0)]
+            config, str(tmp_path / "b"), corpus, verbose=0, extra_callbacks=[Interrupt(epoch=3, batch=0)], export=False
         )
     backup = tmp_path / "b" / "backup"
     generations = json.loads((backup / "state.json").read_text())["generations"]
@@ -110,7 +110,7 @@ def test_resume_survives_a_truncated_backup(tmp_path):
     latest = backup / generations[0]["weights"]
     latest.write_bytes(latest.read_bytes()[:96])
     (backup / ".tmp-epoch-0004.weights.h5").write_bytes(b"half")  # what an interrupted save leaves: never read
-    resumed = trainer.train_and_evaluate(config, str(tmp_path / "b"), corpus, verbose=0)
+    resumed = trainer.train_and_evaluate(config, str(tmp_path / "b"), corpus, verbose=0, export=False)
     assert resumed["test_perplexity"] == pytest.approx(straight["test_perplexity"], rel=1e-4)
 
 
@@ -128,9 +128,11 @@ def test_finished_run_is_not_trained_again(tmp_path):
 
 def test_more_epochs_continue_a_finished_run(tmp_path):
     corpus = files_corpus(tmp_path)
-    trainer.train_and_evaluate(helpers.tiny_config(epochs=1), str(tmp_path / "m"), corpus, verbose=0)
+    trainer.train_and_evaluate(helpers.tiny_config(epochs=1), str(tmp_path / "m"), corpus, verbose=0, export=False)
     first = RunDir(str(tmp_path / "m")).read_history()[0]
-    longer = trainer.train_and_evaluate(helpers.tiny_config(epochs=3), str(tmp_path / "m"), corpus, verbose=0)
+    longer = trainer.train_and_evaluate(
+        helpers.tiny_config(epochs=3), str(tmp_path / "m"), corpus, verbose=0, export=False
+    )
     assert [e["epoch"] for e in longer["epochs"]] == [1, 2, 3]
     assert longer["epochs"][0] == first  # epoch 1 was not trained again
 

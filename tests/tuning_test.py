@@ -141,6 +141,7 @@ def test_random_search_under_mirrored_strategy_writes_results_and_resumes(corpus
         "nplm_tf.train",
         f"--model_dir={tmp_path / 'best'}",
         f"--config_json={os.path.join(out, 'best_config.json')}",
+        "--noexport",
         *corpus[:4],
     )
     assert trained.returncode == 0, trained.stderr[-3000:]

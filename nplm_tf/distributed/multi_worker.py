@@ -60,11 +60,13 @@ def train_multi_worker(
     corpus: corpus_lib.Corpus,
     strategy: tf.distribute.Strategy,
     tail_ngram_dir: str | None = None,
+    export: bool = True,
 ) -> dict:
     """Trains (or resumes) with `strategy` (usually MultiWorkerMirroredStrategy); returns the metrics. The
-    chief, which writes `model_dir`, holds its `run_dir.TrainingLock`."""
+    chief, which writes `model_dir`, holds its `run_dir.TrainingLock`; with `export` it also writes the
+    SavedModel."""
     with TrainingLock(model_dir) as lock:
-        return _train_multi_worker(config, model_dir, corpus, strategy, tail_ngram_dir, lock)
+        return _train_multi_worker(config, model_dir, corpus, strategy, tail_ngram_dir, lock, export)
 
 
 def _train_multi_worker(
@@ -74,6 +76,7 @@ def _train_multi_worker(
     strategy: tf.distribute.Strategy,
     tail_ngram_dir: str | None,
     lock: TrainingLock,
+    export: bool,
 ) -> dict:
     chief = is_chief(strategy)
     # Every worker makes the checks that can refuse the run, before the first collective: a worker left
@@ -181,7 +184,9 @@ def _train_multi_worker(
         shutil.rmtree(scratch, ignore_errors=True)
     collectives.barrier(strategy)  # the chief has written the best weights
 
-    return trainer.finish_run(model, data, corpus, config, model_dir, write=chief, extra={"workers": replicas})
+    return trainer.finish_run(
+        model, data, corpus, config, model_dir, export=export, write=chief, extra={"workers": replicas}
+    )
 
 
 def build(config: Config, vocab_size: int, strategy: tf.distribute.Strategy, local: bool = False, counts=None):
