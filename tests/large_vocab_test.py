@@ -649,7 +649,11 @@ def test_a_tail_ngram_of_another_order_is_refused_before_anything_is_written(ord
     assert 1 < test_perplexity < 1000
     # --tail_ngram_prune builds the same pruned tail in the run: the same model, the same test perplexity.
     own_dir = tmp_path / "own_pruned_tail"
-    own_flags = [f"--model_dir={own_dir}" if f.startswith("--model_dir=") else f for f in flags if "ngram_dir" not in f]
+    own_flags = [
+        f"--model_dir={own_dir}" if f.startswith("--model_dir=") else f
+        for f in flags
+        if not f.startswith("--ngram_dir=")
+    ]
     own = helpers.run_binary("nplm_tf.train", *own_flags, "--tail_ngram_order=2", "--tail_ngram_prune=0,20")
     assert own.returncode == 0, own.stderr[-2000:]
     own_tail = ngram_lib.load(str(own_dir / "tail_ngram"))
