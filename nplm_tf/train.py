@@ -148,30 +148,49 @@ def check_flags():
 
 
 def main(argv, checked):
-    strategies.split_cpu(NUM_CPU_DEVICES.value)
     config, corpus = checked
-    from nplm_tf import hardware
-    from nplm_tf.training import trainer  # builds nothing before the CPU split is set
-
-    notice = hardware.bfloat16_notice(config.precision)  # after the flag checks: a bad flag is one sentence
-    if notice:
-        print(notice, flush=True)
-    strategy = strategies.make_strategy(STRATEGY.value, NUM_CPU_DEVICES.value)
     if STRATEGY.value == "multi_worker":  # Keras fit fails under MultiWorkerMirroredStrategy: a custom loop
+        app.import_tensorflow_quietly()
+        strategies.split_cpu(NUM_CPU_DEVICES.value)
+        strategy = _strategy(config)
         from nplm_tf.distributed import multi_worker
 
         metrics = multi_worker.train_multi_worker(
             config, MODEL_DIR.value, corpus, strategy, TAIL_NGRAM_DIR.value, EXPORT.value
         )
     else:
-        metrics = trainer.train_and_evaluate(
-            config, MODEL_DIR.value, corpus, strategy, tail_ngram_dir=TAIL_NGRAM_DIR.value, export=EXPORT.value
-        )
+        from nplm_tf.run_dir import TrainingLock
+        from nplm_tf.training import run_setup
+
+        with TrainingLock(MODEL_DIR.value) as lock:
+            # The data, the vocabulary and the tail n-gram are checked (and a new run set up) before TensorFlow
+            # loads, which takes seconds: a bad file or a flag that depends on |V| is refused at once.
+            set_up = run_setup.set_up_run(config, MODEL_DIR.value, corpus, TAIL_NGRAM_DIR.value, lock)
+            metrics = set_up[0]  # a run that finished with this config: its metrics, nothing loaded
+            if metrics is None:
+                app.import_tensorflow_quietly()
+                strategies.split_cpu(NUM_CPU_DEVICES.value)
+                strategy = _strategy(config)
+                from nplm_tf.training import trainer
+
+                metrics = trainer.train_and_evaluate(
+                    config, MODEL_DIR.value, corpus, strategy, export=EXPORT.value, set_up=set_up
+                )
     print(json.dumps({k: metrics[k] for k in ("valid_perplexity", "test_perplexity", "vocab_size", "tokens")}))
 
 
+def _strategy(config):
+    """The run's tf.distribute strategy, once the CPU split is set (TensorFlow builds nothing before)."""
+    from nplm_tf import hardware
+
+    notice = hardware.bfloat16_notice(config.precision)  # after the flag checks: a bad flag is one sentence
+    if notice:
+        print(notice, flush=True)
+    return strategies.make_strategy(STRATEGY.value, NUM_CPU_DEVICES.value)
+
+
 def run():
-    app.run(main, check_flags, resumable=True)
+    app.run(main, check_flags, tensorflow=False, resumable=True)  # main loads TensorFlow once the data is checked
 
 
 if __name__ == "__main__":

@@ -152,7 +152,8 @@ def guarded(
     binary that trains and resumes, it says how to resume). `check` runs first, before TensorFlow loads
     (seconds on a small machine), so that the flag values it rejects are answered at once; `main(argv,
     checked)` then receives what it returned, so nothing is read twice. `tensorflow=False`: a binary that
-    never needs TensorFlow does not load it (3 s and about 0.7 GB here)."""
+    never needs TensorFlow does not load it (3 s and about 0.7 GB here), or loads it later itself
+    (`import_tensorflow_quietly`), once it has checked what it can without it."""
 
     def wrapped(argv: list[str]) -> None:
         from absl import logging
@@ -182,7 +183,8 @@ def run(
     resumable: bool = False,
 ) -> None:
     """absl's `app.run(main)`, guarded; `check` (no TensorFlow in it) validates the flags before TensorFlow loads
-    (`tensorflow=False`: a binary that does not use it; `resumable`: one that resumes when run again)."""
+    (`tensorflow=False`: a binary that does not use it, or loads it itself; `resumable`: one that resumes when
+    run again)."""
     import logging
 
     _silence_known_warnings()

@@ -46,6 +46,15 @@ def test_train_binary_writes_metrics(trained):
         assert os.path.exists(os.path.join(model_dir, name)), name
 
 
+def test_a_finished_run_run_again_prints_its_metrics_without_loading_tensorflow(trained, data, tmp_path):
+    model_dir, printed = trained
+    flags = [f"--model_dir={model_dir}", "--epochs=2", *TINY, *data[1]]
+    again = helpers.run_binary("nplm_tf.train", *flags, env=helpers.without_tensorflow(tmp_path))
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert "already holds a finished run with this config" in again.stdout
+    assert json.loads(again.stdout.strip().splitlines()[-1]) == printed
+
+
 def test_evaluate_binary_matches_training_and_writes_per_token(trained, data, tmp_path):
     model_dir, printed = trained
     per_token = str(tmp_path / "tokens.tsv")
@@ -207,8 +216,17 @@ def _bad_inputs(root):
     ],
 )
 def test_bad_input_gives_one_sentence_and_nonzero_exit(case, data, tmp_path):
+    """Refused before TensorFlow loads (once after it, some seconds later): the run never needs it."""
     flags, message = _bad_inputs(tmp_path)[case]
-    result = helpers.run_binary("nplm_tf.train", f"--model_dir={tmp_path / 'm'}", "--epochs=1", *TINY, *data[1], *flags)
+    result = helpers.run_binary(
+        "nplm_tf.train",
+        f"--model_dir={tmp_path / 'm'}",
+        "--epochs=1",
+        *TINY,
+        *data[1],
+        *flags,
+        env=helpers.without_tensorflow(tmp_path),
+    )
     assert "Traceback" not in result.stderr
     helpers.assert_one_sentence(result, message)
     assert not (tmp_path / "m").exists()  # not even an empty directory

@@ -105,6 +105,16 @@ def run_binary(module: str, *args: str, env: dict | None = None, timeout: int = 
     )
 
 
+def without_tensorflow(root) -> dict[str, str]:
+    """`run_binary`'s env in which importing TensorFlow fails (a package of its name first on the path): a
+    binary run in it shows that it answered without loading TensorFlow (seconds on 2 CPUs)."""
+    package = os.path.join(str(root), "no_tensorflow", "tensorflow")
+    os.makedirs(package, exist_ok=True)
+    with open(os.path.join(package, "__init__.py"), "w", encoding="utf-8") as f:
+        f.write('raise ImportError("TensorFlow was loaded (tests.helpers.without_tensorflow)")\n')
+    return {"PYTHONPATH": os.path.dirname(package)}
+
+
 def error_lines(stderr: str) -> list[str]:
     """The binary's own error sentences (TensorFlow's start-up log lines left out)."""
     return [line for line in stderr.splitlines() if line.startswith("error: ")]

@@ -605,7 +605,10 @@ def test_bad_input_is_one_sentence_and_touches_nothing(case, files_flags, tmp_pa
     model_dir.mkdir()
     (model_dir / "keep.txt").write_text("written before")
     corpus = [] if any(flag.startswith("--corpus=") for flag in flags) else files_flags[0]  # the files' or its own
-    result = helpers.run_binary("nplm_tf.train", f"--model_dir={model_dir}", "--epochs=1", *TINY, *corpus, *flags)
+    no_tf = helpers.without_tensorflow(tmp_path)  # every case is answered before TensorFlow loads
+    result = helpers.run_binary(
+        "nplm_tf.train", f"--model_dir={model_dir}", "--epochs=1", *TINY, *corpus, *flags, env=no_tf
+    )
     assert "Traceback" not in result.stderr
     helpers.assert_one_sentence(result, message)
     assert sorted(os.listdir(model_dir)) == ["keep.txt"]
@@ -691,7 +694,13 @@ def test_a_refused_run_makes_no_model_dir(case, files_flags, tmp_path):
     flags, message = bad_cases(tmp_path)[case]
     model_dir = tmp_path / "new" / "m"
     result = helpers.run_binary(
-        "nplm_tf.train", f"--model_dir={model_dir}", "--epochs=1", *TINY, *files_flags[0], *flags
+        "nplm_tf.train",
+        f"--model_dir={model_dir}",
+        "--epochs=1",
+        *TINY,
+        *files_flags[0],
+        *flags,
+        env=helpers.without_tensorflow(tmp_path),
     )
     helpers.assert_one_sentence(result, message)
     assert not (tmp_path / "new").exists()

@@ -35,8 +35,8 @@ from nplm_tf.network import model as model_lib
 from nplm_tf.network import objectives, optimizers, scoring
 from nplm_tf.run_dir import RunDir, TrainingLock
 from nplm_tf.training import callbacks as callbacks_lib
+from nplm_tf.training import run_setup, trainer
 from nplm_tf.training import tail as tail_lib
-from nplm_tf.training import trainer
 from nplm_tf.training.data import Data
 from pipelines import corpus as corpus_lib
 from pipelines import interrupts
@@ -81,7 +81,7 @@ def _train_multi_worker(
     chief = is_chief(strategy)
     # Every worker makes the checks that can refuse the run, before the first collective: a worker left
     # waiting there for a chief that refused would fail with a traceback instead of the chief's sentence.
-    finished, data, _ = trainer.set_up_run(config, model_dir, corpus, tail_ngram_dir, lock, writer=chief)
+    finished, data, _ = run_setup.set_up_run(config, model_dir, corpus, tail_ngram_dir, lock, writer=chief)
     if finished is not None:
         return finished
     try:

@@ -3,15 +3,15 @@
 from __future__ import annotations
 
 import dataclasses
-from typing import Callable
-
-import tensorflow as tf
+from typing import TYPE_CHECKING, Callable
 
 from nplm_tf.config import Config
 from nplm_tf.run_dir import RunDir
 from pipelines import corpus as corpus_lib
 from pipelines import vocabulary as vocab_lib
-from pipelines import windows
+
+if TYPE_CHECKING:  # the datasets load TensorFlow; `prepare_data` does not (`run_setup`)
+    import tensorflow as tf
 
 EVAL_BATCH_SIZE = 1024
 
@@ -24,6 +24,8 @@ class Data:
     tokens: dict[str, int]  # predicted tokens per split (tokens + one </s> per line)
 
     def dataset(self, corpus: corpus_lib.Corpus, split: str, config: Config, **kwargs) -> tf.data.Dataset:
+        from pipelines import windows
+
         batch = kwargs.pop("batch_size", EVAL_BATCH_SIZE)
         return windows.window_dataset(corpus[split], self.vocab, config.order, batch, self.tokens[split], **kwargs)
 
@@ -48,6 +50,8 @@ def split_tokens(split: corpus_lib.Split) -> int:
 
 def eval_dataset(split: corpus_lib.Split, vocab: vocab_lib.Vocabulary, config: Config) -> tf.data.Dataset:
     """Every window of `split`, in order, for exact scoring (counts the split's tokens once)."""
+    from pipelines import windows
+
     return windows.window_dataset(split, vocab, config.order, EVAL_BATCH_SIZE, split_tokens(split))
 
 

@@ -5,22 +5,25 @@ from __future__ import annotations
 import filecmp
 import os
 import shutil
+from typing import TYPE_CHECKING
 
 from nplm_tf.baselines import build as ngram_lib
 from nplm_tf.baselines import kneser_ney as kn
 from nplm_tf.baselines import network_mixture
 from nplm_tf.config import Config, ConfigError
-from nplm_tf.network.network_tail import NetworkTail
-from nplm_tf.network.shortlist import ShortListTail
 from nplm_tf.run_dir import RunDir
 from pipelines import corpus as corpus_lib
 from pipelines import files
 from pipelines import vocabulary as vocab_lib
 
+if TYPE_CHECKING:  # TensorFlow loads with the tail itself (`tail_of`): a run keeps its n-gram before
+    from nplm_tf.network.network_tail import NetworkTail
+    from nplm_tf.network.shortlist import ShortListTail
+
 
 class NewTail:
     """The n-gram a new short-list run will keep for its tail, in hand before the run writes anything
-    (`prepare_data`'s check), and kept for `prepare_tail`: the Kneser-Ney model in --ngram_dir, checked against
+    (`prepare_data`'s check), and kept for `keep_tail`: the Kneser-Ney model in --ngram_dir, checked against
     the run's vocabulary and tail order, or, where `corpus` is given (the process that writes the run), the
     model built on its train split, so that a pruning that would empty an order is refused first too."""
 
@@ -56,11 +59,9 @@ def check_kept_tail(config: Config, model_dir: str, ngram_dir: str | None) -> No
         )
 
 
-def prepare_tail(
-    config: Config, vocab: vocab_lib.Vocabulary, model_dir: str, new: NewTail
-) -> ShortListTail | NetworkTail | None:
-    """The tail of a short-list run (None without a short list); an n-gram tail's model is kept in
-    MODEL_DIR/tail_ngram (the network tail has none).
+def keep_tail(config: Config, vocab: vocab_lib.Vocabulary, model_dir: str, new: NewTail) -> kn.KneserNey | None:
+    """The n-gram of a short-list run's n-gram tail, kept in MODEL_DIR/tail_ngram (None for a full softmax or
+    the network tail, which have none); `tail_of` makes the tail from it.
 
     The first run keeps `new`'s model: modified Kneser-Ney of order `config.tail_order` built on the train
     split with the network's vocabulary (pruned at `config.tail_prune`), or a copy of the model in
@@ -69,8 +70,10 @@ def prepare_tail(
     """
     run = RunDir(model_dir)
     tail_dir = RunDir(run.tail_ngram_dir)
-    if not config.ngram_tail or os.path.isfile(tail_dir.ngram_model):  # nothing to build, or built already
-        return load_tail(run, config)
+    if not config.ngram_tail:
+        return None
+    if os.path.isfile(tail_dir.ngram_model):  # built already
+        return load_tail_ngram(run, config)
     if new.model is None:  # a run set up before, whose tail was not kept yet
         new(vocab)
     model = new.model
@@ -82,7 +85,21 @@ def prepare_tail(
     else:
         ngram_lib.save(model, tail_dir.path)
     tail_dir.save_vocab(vocab)
-    return ShortListTail(model, config.shortlist, config.tail)  # the model in hand, not read back
+    return model  # the model in hand, not read back
+
+
+def tail_of(config: Config, model: kn.KneserNey | None) -> ShortListTail | NetworkTail | None:
+    """The tail a short-list model scores with (None without a short list): the network tail, or the n-gram
+    tail of `model` (`keep_tail`'s). Loads TensorFlow."""
+    if not config.shortlist:
+        return None
+    if not config.ngram_tail:
+        from nplm_tf.network.network_tail import NetworkTail
+
+        return NetworkTail(config.shortlist)
+    from nplm_tf.network.shortlist import ShortListTail
+
+    return ShortListTail(model, config.shortlist, config.tail)
 
 
 def tail_ngram(
@@ -130,10 +147,10 @@ def check_tail_model(model, config: Config, where: str) -> None:
         )
 
 
-def load_tail(run: RunDir, config: Config) -> ShortListTail | NetworkTail | None:
-    """The tail a short-list run kept (None for a full-softmax run)."""
+def load_tail_ngram(run: RunDir, config: Config) -> kn.KneserNey | None:
+    """The n-gram of the tail a short-list run kept (None for a run without an n-gram tail)."""
     if not config.ngram_tail:
-        return NetworkTail(config.shortlist) if config.shortlist else None
+        return None
     tail_dir = run.tail_ngram_dir
     if not os.path.isfile(RunDir(tail_dir).ngram_model):
         raise ConfigError(
@@ -142,4 +159,9 @@ def load_tail(run: RunDir, config: Config) -> ShortListTail | NetworkTail | None
         )
     model = ngram_lib.load(tail_dir)
     check_tail_model(model, config, tail_dir)
-    return ShortListTail(model, config.shortlist, config.tail)
+    return model
+
+
+def load_tail(run: RunDir, config: Config) -> ShortListTail | NetworkTail | None:
+    """The tail a short-list run kept (None for a full-softmax run)."""
+    return tail_of(config, load_tail_ngram(run, config))

@@ -13,91 +13,20 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from nplm_tf.config import STEPS_PER_EXECUTION, Config, ConfigError
+from nplm_tf.config import STEPS_PER_EXECUTION, Config
 from nplm_tf.distributed import strategies
 from nplm_tf.network import model as model_lib
 from nplm_tf.network import objectives, scoring
 from nplm_tf.run_dir import RunDir, TrainingLock
 from nplm_tf.serving import saved_model
 from nplm_tf.tools import embeddings
-from nplm_tf.training import backup
+from nplm_tf.training import backup, run_setup
 from nplm_tf.training import callbacks as callbacks_lib
 from nplm_tf.training import tail as tail_lib
-from nplm_tf.training.data import Data, prepare_data
+from nplm_tf.training.data import Data
 from pipelines import corpus as corpus_lib
 from pipelines import files
 from pipelines import vocabulary as vocab_lib
-
-
-def check_model_dir(config: Config, model_dir: str, corpus: corpus_lib.Corpus) -> None:
-    """Refuses a directory that holds a model of another configuration, or trained on another corpus
-    (config.json and corpus.json are written once the data is checked, by `prepare_data`'s caller). Writes
-    nothing: the directory itself is made when the vocabulary is saved, once the data is checked, so a refused
-    run leaves no empty directory behind."""
-    files.check_output_dir("model_dir", model_dir)
-    run = RunDir(model_dir)
-    if run.has_config():
-        saved = run.read_config()
-        diff = config.differences(saved)
-        if diff:
-            changes = ", ".join(f"{k}: {getattr(saved, k)!r} -> {getattr(config, k)!r}" for k in diff)
-            raise ConfigError(
-                f"{model_dir} holds a model trained with another configuration ({changes}); "
-                f"use a new --model_dir or the same flags."
-            )
-    kept = run.read_corpus()
-    if kept is not None and corpus.spec is not None:
-        # Its vocabulary, tail n-gram, history and best epoch are the kept corpus's. Where a corpus is kept as
-        # text (--gcide_cache) does not change it.
-        names = sorted((set(kept) | set(corpus.spec)) - {"gcide_cache"})
-        changes = [
-            f"{k}: {kept.get(k)!r} -> {corpus.spec.get(k)!r}" for k in names if kept.get(k) != corpus.spec.get(k)
-        ]
-        if changes:
-            raise ConfigError(
-                f"{model_dir} holds a model trained on another corpus ({', '.join(changes)}); use a new --model_dir "
-                "or the same corpus flags."
-            )
-
-
-def set_up_run(
-    config: Config,
-    model_dir: str,
-    corpus: corpus_lib.Corpus,
-    tail_ngram_dir: str | None,
-    lock: TrainingLock,
-    writer: bool = True,
-) -> tuple[dict | None, Data | None, tail_lib.ShortListTail | tail_lib.NetworkTail | None]:
-    """The start of every run, in the order that lets a refused run write nothing: (metrics, None, None) for a
-    run that already finished, else (None, data, tail).
-
-    Every process checks the directory's configuration, the data and a new run's --ngram_dir; the `writer`
-    (the one process, or a multi-worker run's chief) takes the directory's lock before it removes what a
-    kill -9 left mid-write (a resumed run) or once its vocabulary has made the directory (a new run), then
-    writes config.json, corpus.json and the tail; the others return tail None and load the kept one later.
-    """
-    check_model_dir(config, model_dir, corpus)
-    tail_lib.check_kept_tail(config, model_dir, tail_ngram_dir)
-    run = RunDir(model_dir)
-    new_run = not run.has_config()  # a run set up before kept its tail; --ngram_dir is only compared with it
-    if writer:
-        if not new_run:
-            lock.acquire()
-        for stale in files.remove_stale_temporaries(model_dir):
-            print(f"removed {stale}, a file an interrupted write left behind", flush=True)
-    finished = finished_metrics(config, model_dir)
-    if finished is not None:
-        return finished, None, None
-    # a bad --ngram_dir, or a tail pruned empty, is refused before anything is written
-    new_tail = tail_lib.NewTail(config, tail_ngram_dir, corpus if writer else None)
-    data = prepare_data(config, corpus, model_dir if writer else None, check=new_tail if writer or new_run else None)
-    if not writer:
-        return None, data, None
-    lock.acquire()  # a new run's directory exists now
-    run.write_config(config)
-    if corpus.spec:
-        run.write_corpus(corpus.spec)
-    return None, data, tail_lib.prepare_tail(config, data.vocab, model_dir, new_tail)
 
 
 def build_compiled_model(config: Config, vocab: vocab_lib.Vocabulary, strategy: tf.distribute.Strategy) -> keras.Model:
@@ -140,6 +69,7 @@ def train_and_evaluate(
     model: keras.Model | None = None,
     export: bool = True,
     tail_ngram_dir: str | None = None,
+    set_up: tuple | None = None,
 ) -> dict:
     """Trains (or resumes), restores the best weights and writes metrics.json.
 
@@ -153,12 +83,15 @@ def train_and_evaluate(
         (keras-tuner builds its own); by default one is built here.
       export: also write the SavedModel (model_dir/export/<version>).
       tail_ngram_dir: with a short list, the Kneser-Ney model of its tail (default: built on train).
+      set_up: `run_setup.set_up_run`'s result for this run, made by the caller, which holds the directory's
+        lock until this returns (`nplm_tf.train`, before TensorFlow loads); by default the run is set up here.
     """
     strategies.check_local_sgd(config.sync_every, multi_worker=False)  # `multi_worker.train_multi_worker` does it
+    if set_up is not None:
+        return _train_and_evaluate(config, model_dir, corpus, strategy, verbose, extra_callbacks, model, export, set_up)
     with TrainingLock(model_dir) as lock:
-        return _train_and_evaluate(
-            config, model_dir, corpus, strategy, verbose, extra_callbacks, model, export, tail_ngram_dir, lock
-        )
+        set_up = run_setup.set_up_run(config, model_dir, corpus, tail_ngram_dir, lock)
+        return _train_and_evaluate(config, model_dir, corpus, strategy, verbose, extra_callbacks, model, export, set_up)
 
 
 def _train_and_evaluate(
@@ -170,12 +103,12 @@ def _train_and_evaluate(
     extra_callbacks: list[keras.callbacks.Callback],
     model: keras.Model | None,
     export: bool,
-    tail_ngram_dir: str | None,
-    lock: TrainingLock,
+    set_up: tuple,
 ) -> dict:
-    finished, data, tail = set_up_run(config, model_dir, corpus, tail_ngram_dir, lock)
+    finished, data, tail_ngram = set_up
     if finished is not None:
         return finished
+    tail = tail_lib.tail_of(config, tail_ngram)
     strategy = strategy or tf.distribute.get_strategy()
     keras.utils.set_random_seed(config.seed)
 
@@ -214,18 +147,6 @@ def _train_and_evaluate(
     )
 
     return finish_run(model, data, corpus, config, model_dir, export=export)
-
-
-def finished_metrics(config: Config, model_dir: str) -> dict | None:
-    """The metrics of a run in `model_dir` that finished with this config and at least these epochs, else None."""
-    finished = RunDir(model_dir).read_metrics()
-    if finished is None:
-        return None
-    done = Config.from_dict(finished["config"])
-    if done.differences(config) or done.epochs < config.epochs:
-        return None
-    print(f"{model_dir} already holds a finished run with this config; metrics unchanged.", flush=True)
-    return finished
 
 
 def finish_run(

@@ -1,0 +1,100 @@
+"""The start of a training run, up to the first thing that needs TensorFlow: the model directory's config
+and corpus checked, the data checked and its vocabulary built, a short list's tail n-gram built and kept.
+
+`nplm_tf.train` runs it before TensorFlow loads (several seconds), so that a bad file, a vocabulary-dependent
+flag or a directory of another run is refused at once; `trainer.train_and_evaluate` runs it for other callers.
+"""
+
+from __future__ import annotations
+
+from nplm_tf.baselines import kneser_ney as kn
+from nplm_tf.config import Config, ConfigError
+from nplm_tf.run_dir import RunDir, TrainingLock
+from nplm_tf.training import tail as tail_lib
+from nplm_tf.training.data import Data, prepare_data
+from pipelines import corpus as corpus_lib
+from pipelines import files
+
+
+def check_model_dir(config: Config, model_dir: str, corpus: corpus_lib.Corpus) -> None:
+    """Refuses a directory that holds a model of another configuration, or trained on another corpus
+    (config.json and corpus.json are written once the data is checked, by `prepare_data`'s caller). Writes
+    nothing: the directory itself is made when the vocabulary is saved, once the data is checked, so a refused
+    run leaves no empty directory behind."""
+    files.check_output_dir("model_dir", model_dir)
+    run = RunDir(model_dir)
+    if run.has_config():
+        saved = run.read_config()
+        diff = config.differences(saved)
+        if diff:
+            changes = ", ".join(f"{k}: {getattr(saved, k)!r} -> {getattr(config, k)!r}" for k in diff)
+            raise ConfigError(
+                f"{model_dir} holds a model trained with another configuration ({changes}); "
+                f"use a new --model_dir or the same flags."
+            )
+    kept = run.read_corpus()
+    if kept is not None and corpus.spec is not None:
+        # Its vocabulary, tail n-gram, history and best epoch are the kept corpus's. Where a corpus is kept as
+        # text (--gcide_cache) does not change it.
+        names = sorted((set(kept) | set(corpus.spec)) - {"gcide_cache"})
+        changes = [
+            f"{k}: {kept.get(k)!r} -> {corpus.spec.get(k)!r}" for k in names if kept.get(k) != corpus.spec.get(k)
+        ]
+        if changes:
+            raise ConfigError(
+                f"{model_dir} holds a model trained on another corpus ({', '.join(changes)}); use a new --model_dir "
+                "or the same corpus flags."
+            )
+
+
+def set_up_run(
+    config: Config,
+    model_dir: str,
+    corpus: corpus_lib.Corpus,
+    tail_ngram_dir: str | None,
+    lock: TrainingLock,
+    writer: bool = True,
+) -> tuple[dict | None, Data | None, kn.KneserNey | None]:
+    """The start of every run, in the order that lets a refused run write nothing: (metrics, None, None) for a
+    run that already finished, else (None, data, the n-gram of an n-gram tail: `tail.tail_of` makes the tail).
+
+    Every process checks the directory's configuration, the data and a new run's --ngram_dir; the `writer`
+    (the one process, or a multi-worker run's chief) takes the directory's lock before it removes what a
+    kill -9 left mid-write (a resumed run) or once its vocabulary has made the directory (a new run), then
+    writes config.json, corpus.json and the tail's n-gram; the others return None for it and load the kept one
+    later. Nothing here loads TensorFlow: `nplm_tf.train` refuses bad data in a second, before it loads.
+    """
+    check_model_dir(config, model_dir, corpus)
+    tail_lib.check_kept_tail(config, model_dir, tail_ngram_dir)
+    run = RunDir(model_dir)
+    new_run = not run.has_config()  # a run set up before kept its tail; --ngram_dir is only compared with it
+    if writer:
+        if not new_run:
+            lock.acquire()
+        for stale in files.remove_stale_temporaries(model_dir):
+            print(f"removed {stale}, a file an interrupted write left behind", flush=True)
+    finished = finished_metrics(config, model_dir)
+    if finished is not None:
+        return finished, None, None
+    # a bad --ngram_dir, or a tail pruned empty, is refused before anything is written
+    new_tail = tail_lib.NewTail(config, tail_ngram_dir, corpus if writer else None)
+    data = prepare_data(config, corpus, model_dir if writer else None, check=new_tail if writer or new_run else None)
+    if not writer:
+        return None, data, None
+    lock.acquire()  # a new run's directory exists now
+    run.write_config(config)
+    if corpus.spec:
+        run.write_corpus(corpus.spec)
+    return None, data, tail_lib.keep_tail(config, data.vocab, model_dir, new_tail)
+
+
+def finished_metrics(config: Config, model_dir: str) -> dict | None:
+    """The metrics of a run in `model_dir` that finished with this config and at least these epochs, else None."""
+    finished = RunDir(model_dir).read_metrics()
+    if finished is None:
+        return None
+    done = Config.from_dict(finished["config"])
+    if done.differences(config) or done.epochs < config.epochs:
+        return None
+    print(f"{model_dir} already holds a finished run with this config; metrics unchanged.", flush=True)
+    return finished
