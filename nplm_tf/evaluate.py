@@ -47,8 +47,13 @@ PROGRESS = flags.DEFINE_boolean(
 )
 
 
-def check() -> None:
-    """That --model_dir holds a trained model and --per_token can be written, before TensorFlow loads."""
+def check():
+    """That --model_dir holds a trained model, --per_token can be written, the text to score is readable and
+    --ngram_dir has the model's vocabulary, before TensorFlow loads (a bad --ngram_dir was once refused only
+    after the whole split was scored). Returns (corpus, split): the corpus (for the mixture's valid split, or
+    the split itself; None with --files alone) and the split to score."""
+    from nplm_tf.baselines import network_mixture
+    from pipelines import corpus as corpus_lib
     from pipelines import files
     from pipelines.errors import UserError
 
@@ -64,6 +69,16 @@ def check() -> None:
         and os.path.abspath(PER_TOKEN.value) == os.path.abspath(MIXTURE_PER_TOKEN.value)
     ):
         raise UserError("--per_token and --mixture_per_token name the same file; give two.")
+    # The mixture's weights are always fitted on the valid split of the model's own corpus (or of the corpus
+    # flags given), read once.
+    corpus = None
+    if NGRAM_DIR.value or not FILES.value:
+        corpus = corpus_flags.corpus_from_flags(run_dir.RunDir(MODEL_DIR.value).read_corpus(), MODEL_DIR.value)
+    split = corpus_lib.file_split(FILES.value) if FILES.value else corpus[SPLIT.value]
+    corpus_lib.check_split(split, order=1)
+    if NGRAM_DIR.value:
+        network_mixture.check_same_vocabulary(run_dir.RunDir(MODEL_DIR.value).load_vocab(), NGRAM_DIR.value)
+    return corpus, split
 
 
 def main(argv, checked):
@@ -72,17 +87,10 @@ def main(argv, checked):
     from nplm_tf.network import scoring
     from nplm_tf.tools import per_token
     from nplm_tf.training.data import eval_dataset
-    from pipelines import corpus as corpus_lib
     from pipelines import files
 
+    corpus, split = checked
     config, vocab, model = run_dir.load_trained(MODEL_DIR.value, PRECISION.value)
-    # The mixture's weights are always fitted on the valid split of the model's own corpus (or of the corpus
-    # flags given), read once.
-    corpus = None
-    if NGRAM_DIR.value or not FILES.value:
-        corpus = corpus_flags.corpus_from_flags(run_dir.RunDir(MODEL_DIR.value).read_corpus(), MODEL_DIR.value)
-    split = corpus_lib.file_split(FILES.value) if FILES.value else corpus[SPLIT.value]
-    corpus_lib.check_split(split, order=1)
 
     nll_parts = []  # kept for the mixture, so the split is scored once
     with contextlib.ExitStack() as stack:

@@ -163,9 +163,16 @@ def test_mismatched_vocabulary_is_refused(network, corpus_flags, tmp_path):
         ).returncode
         == 0
     )
-    result = helpers.run_binary("nplm_tf.evaluate", f"--model_dir={network}", f"--ngram_dir={out}", *corpus_flags[0])
-    assert result.returncode != 0
-    assert "another vocabulary" in helpers.error_lines(result.stderr)[0]
+    # Refused before TensorFlow loads and the split is scored (once only after scoring valid and test).
+    per_token = tmp_path / "tokens.tsv"
+    flags = [f"--model_dir={network}", f"--ngram_dir={out}", f"--per_token={per_token}", *corpus_flags[0]]
+    result = helpers.run_binary("nplm_tf.evaluate", *flags, env=helpers.without_tensorflow(tmp_path))
+    helpers.assert_one_sentence(result, f"the n-gram model in {out} has another vocabulary")
+    assert not per_token.exists()
+    empty = helpers.write_lines(str(tmp_path / "empty.txt"), [""])  # so is an empty file to score
+    flags = [f"--model_dir={network}", f"--files={empty}"]
+    result = helpers.run_binary("nplm_tf.evaluate", *flags, env=helpers.without_tensorflow(tmp_path))
+    helpers.assert_one_sentence(result, "empty.txt is empty")
 
 
 def test_interpolated_trigram_binary_and_mixture(network, corpus_flags, tmp_path):
