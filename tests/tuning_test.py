@@ -240,6 +240,15 @@ def test_bad_flags_are_one_sentence_and_leave_the_output_alone(flag, env, messag
     assert (out / "results.md").read_text() == "earlier results\n"
 
 
+def test_bad_data_is_one_sentence_before_tensorflow_loads(corpus, tmp_path):
+    empty = helpers.write_lines(str(tmp_path / "empty.txt"), [""])
+    out = tmp_path / "search"
+    flags = [f"--output_dir={out}", *corpus, f"--train_files={empty}"]
+    result = helpers.run_binary("tuning.search", *flags, env=helpers.without_tensorflow(tmp_path))
+    helpers.assert_one_sentence(result, "empty.txt is empty")
+    assert not out.exists()
+
+
 def test_a_config_of_local_sgd_is_refused_before_the_search(corpus, tmp_path):
     """Its trials each train in one process: sync_every was ignored, and `train` refused the best_config.json."""
     base = tmp_path / "local_sgd.json"

@@ -64,9 +64,10 @@ def check_cluster_env(environ=os.environ) -> None:
 
 
 def check_flags():
-    """The base config and the corpus, once the flag values that can be checked without data or TensorFlow
-    are (`app.run` calls it first)."""
+    """The base config, the corpus and its vocabulary, once the flag values and the data are checked, without
+    TensorFlow (`app.run` calls it first)."""
     from nplm_tf.config import Config, ConfigError
+    from nplm_tf.training.data import prepare_data
     from pipelines import files
 
     strategies.check_cpu_devices(NUM_CPU_DEVICES.value)
@@ -81,7 +82,8 @@ def check_flags():
             f"--tune_shortlist searches short lists, which train with the softmax, but the config's "
             f"loss={base.loss!r} trains the full vocabulary by sampling; drop one of the two."
         )
-    return base, corpus_flags.corpus_from_flags()
+    corpus = corpus_flags.corpus_from_flags()
+    return base, corpus, prepare_data(base, corpus).vocab  # the data checked before TensorFlow loads too
 
 
 def main(argv, checked):
@@ -89,12 +91,10 @@ def main(argv, checked):
     from keras_tuner.src.distribute import utils as dist_utils
 
     from nplm_tf.config import ConfigError
-    from nplm_tf.training.data import prepare_data
     from tuning import hypermodel as hypermodel_lib
     from tuning import search_lib
 
-    base, corpus = checked
-    vocab = prepare_data(base, corpus).vocab
+    base, corpus, vocab = checked
     os.makedirs(OUTPUT_DIR.value, exist_ok=True)  # once the data is checked
     hypermodel = hypermodel_lib.NPLMHyperModel(
         base,
