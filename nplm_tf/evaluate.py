@@ -71,13 +71,14 @@ def check():
         raise UserError("--per_token and --mixture_per_token name the same file; give two.")
     # The mixture's weights are always fitted on the valid split of the model's own corpus (or of the corpus
     # flags given), read once.
+    run = run_dir.RunDir(MODEL_DIR.value)
     corpus = None
     if NGRAM_DIR.value or not FILES.value:
-        corpus = corpus_flags.corpus_from_flags(run_dir.RunDir(MODEL_DIR.value).read_corpus(), MODEL_DIR.value)
+        corpus = corpus_flags.corpus_from_flags(run.read_corpus(), MODEL_DIR.value)
     split = corpus_lib.file_split(FILES.value) if FILES.value else corpus[SPLIT.value]
     corpus_lib.check_split(split, order=1)
     if NGRAM_DIR.value:
-        network_mixture.check_same_vocabulary(run_dir.RunDir(MODEL_DIR.value).load_vocab(), NGRAM_DIR.value)
+        network_mixture.check_same_vocabulary(run.load_vocab(), NGRAM_DIR.value)
     return corpus, split
 
 

@@ -150,8 +150,6 @@ def check_flags():
 def main(argv, checked):
     config, corpus = checked
     if STRATEGY.value == "multi_worker":  # Keras fit fails under MultiWorkerMirroredStrategy: a custom loop
-        app.import_tensorflow_quietly()
-        strategies.split_cpu(NUM_CPU_DEVICES.value)
         strategy = _strategy(config)
         from nplm_tf.distributed import multi_worker
 
@@ -168,8 +166,6 @@ def main(argv, checked):
             set_up = run_setup.set_up_run(config, MODEL_DIR.value, corpus, TAIL_NGRAM_DIR.value, lock)
             metrics = set_up[0]  # a run that finished with this config: its metrics, nothing loaded
             if metrics is None:
-                app.import_tensorflow_quietly()
-                strategies.split_cpu(NUM_CPU_DEVICES.value)
                 strategy = _strategy(config)
                 from nplm_tf.training import trainer
 
@@ -180,7 +176,10 @@ def main(argv, checked):
 
 
 def _strategy(config):
-    """The run's tf.distribute strategy, once the CPU split is set (TensorFlow builds nothing before)."""
+    """Loads TensorFlow (quietly), splits the CPU as --num_cpu_devices asks before anything is built, and
+    returns the run's tf.distribute strategy."""
+    app.import_tensorflow_quietly()
+    strategies.split_cpu(NUM_CPU_DEVICES.value)
     from nplm_tf import hardware
 
     notice = hardware.bfloat16_notice(config.precision)  # after the flag checks: a bad flag is one sentence
