@@ -146,34 +146,42 @@ def base_config():
     return Config(min_count=MIN_COUNT.value, patience=EPOCHS.value + 1)
 
 
-def train_in_turn(names: list[str], every: dict[str, dict], corpus) -> tuple[dict, int]:
-    """Trains every variant one epoch at a time, in turn; returns what each epoch recorded, and |V|."""
-    from nplm_tf.training import trainer
-    from pipelines import vocabulary
+def check_data(names: list[str], every: dict[str, dict], corpus) -> int:
+    """|V|, once every split is checked and every variant's N and K are checked against it (without
+    TensorFlow: before the first variant trains, not hours in)."""
+    from nplm_tf.training.data import prepare_data
 
     base = base_config()
-    vocab_size = vocabulary.build(corpus["train"], MIN_COUNT.value).size
-    for name in names:  # every variant's N and K against |V| before the first one trains
+    vocab_size = prepare_data(base, corpus).vocab.size
+    for name in names:
         base.replace(**every[name]).check_vocab_size(vocab_size)
+    return vocab_size
+
+
+def train_in_turn(names: list[str], every: dict[str, dict], corpus) -> dict:
+    """Trains every variant one epoch at a time, in turn; returns what each epoch recorded."""
+    from nplm_tf.training import trainer
+
+    base = base_config()
     results = {name: {"config": every[name], "epochs": []} for name in names}
     for epoch in range(1, EPOCHS.value + 1):
         for name in names:
             config = base.replace(epochs=epoch, **every[name])
             start = time.perf_counter()
             metrics = trainer.train_and_evaluate(config, os.path.join(OUTPUT.value, name), corpus, export=False)
-            vocab_size = metrics["vocab_size"]
             row = epoch_row(metrics)
             row["call_seconds"] = round(time.perf_counter() - start, 1)
             results[name]["epochs"].append(row)
             if "valid_log_normalizer" in metrics:
                 results[name]["valid_log_normalizer"] = metrics["valid_log_normalizer"]
             print(json.dumps({"variant": name, **row}), flush=True)
-    return results, vocab_size
+    return results
 
 
-def check_flags() -> tuple[dict[str, dict], list[str]]:
-    """Every variant's changes and the names to run, once the flag values are checked (without TensorFlow:
-    `app.run` calls it first)."""
+def check_flags() -> tuple[dict[str, dict], list[str], object, dict | None, int]:
+    """Every variant's changes, the names to run, the corpus, what the last run recorded (--serve_only; else
+    None) and |V|, once the flag values and the data or the recorded runs are checked (without TensorFlow:
+    `app.run` calls it first, so that nothing is refused after minutes of loading or hours of training)."""
     from nplm_tf.config import ConfigError
     from pipelines import files
 
@@ -197,7 +205,10 @@ def check_flags() -> tuple[dict[str, dict], list[str]]:
             f"rounds={ROUNDS.value} must be at least 1 and at most requests={REQUESTS.value} and "
             f"batches={BATCHES.value} (each round times some of both)."
         )
-    return every, names
+    corpus = corpus_flags.corpus_from_flags()
+    if SERVE_ONLY.value:
+        return every, names, corpus, *recorded(names)
+    return every, names, corpus, None, check_data(names, every, corpus)
 
 
 def main(argv, checked):
@@ -207,10 +218,9 @@ def main(argv, checked):
     from pipelines import corpus as corpus_lib
     from pipelines import files
 
-    every, names = checked
-    corpus = corpus_flags.corpus_from_flags()
-    # --serve_only: the epochs as the last run recorded them
-    results, vocab_size = recorded(names) if SERVE_ONLY.value else train_in_turn(names, every, corpus)
+    every, names, corpus, results, vocab_size = checked  # results: --serve_only's, as the last run recorded them
+    if results is None:
+        results = train_in_turn(names, every, corpus)
     call_floor = None
     if SERVE.value:
         words = [w for line in corpus["test"].iter_lines() for w in corpus_lib.tokenize(line)]

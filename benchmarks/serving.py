@@ -35,7 +35,9 @@ GENERATIONS = flags.DEFINE_integer("generations", 20, "Timed generate calls of e
 ROUNDS = flags.DEFINE_integer("rounds", 5, "With --against: rounds, each timing a share of every export's requests.")
 
 
-def check_flags() -> None:
+def check_flags() -> list[str]:
+    """The test split's words that the requests are cut from, once they and the flag values are checked
+    (before TensorFlow loads)."""
     from pipelines.errors import UserError
 
     for flag in (REQUESTS, BATCHES):
@@ -52,6 +54,14 @@ def check_flags() -> None:
     for export in [EXPORT.value, *AGAINST.value]:
         if not os.path.isfile(os.path.join(export, "saved_model.pb")):
             raise UserError(f"{export} holds no SavedModel (no saved_model.pb); pass an export version directory.")
+    split = corpus_flags.corpus_from_flags()["test"]
+    corpus_lib.check_split(split, order=1)
+    words = [w for line in split.iter_lines() for w in corpus_lib.tokenize(line)]
+    if len(words) < serving_lib.MIN_WORDS:
+        raise UserError(
+            f"the test split has {len(words)} words; the requests are cut from at least {serving_lib.MIN_WORDS}."
+        )
+    return words
 
 
 def directory_bytes(path: str) -> int:
@@ -80,16 +90,7 @@ def sizes(export: str) -> dict:
     }
 
 
-def main(argv, checked):
-    from pipelines.errors import UserError
-
-    split = corpus_flags.corpus_from_flags()["test"]
-    corpus_lib.check_split(split, order=1)
-    words = [w for line in split.iter_lines() for w in corpus_lib.tokenize(line)]
-    if len(words) < serving_lib.MIN_WORDS:
-        raise UserError(
-            f"the test split has {len(words)} words; the requests are cut from at least {serving_lib.MIN_WORDS}."
-        )
+def main(argv, words):
     exports = list(dict.fromkeys([EXPORT.value, *AGAINST.value]))
     if len(exports) == 1:
         figures = {

@@ -39,9 +39,11 @@ TAIL_ORDER = flags.DEFINE_integer(
 SPLIT = flags.DEFINE_enum("split", "test", ["valid", "test"], "The split to score.")
 
 
-def check() -> tuple[list[int], list[int]]:
-    """The list sizes and bin counts, checked against the run's vocabulary before TensorFlow loads."""
+def check() -> tuple[list[int], list[int], object]:
+    """The list sizes and bin counts, checked against the run's vocabulary, and the run's corpus with the split
+    to score checked, before TensorFlow loads."""
     from nplm_tf import run_dir
+    from pipelines import corpus as corpus_lib
     from pipelines.errors import UserError
 
     if TAIL_ORDER.value < 0:
@@ -57,7 +59,9 @@ def check() -> tuple[list[int], list[int]]:
             f"--tail_bins has {bins[-1]:,}, more than the {vocab_size - list_sizes[-1]:,} tail words of N = "
             f"{list_sizes[-1]:,}."
         )
-    return list_sizes, bins
+    corpus = corpus_flags.corpus_from_flags(run.read_corpus(), MODEL_DIR.value)
+    corpus_lib.check_split(corpus[SPLIT.value], order=1)
+    return list_sizes, bins, corpus
 
 
 def tail_bins(unigram, list_size: int, count: int):
@@ -171,12 +175,9 @@ def main(argv, checked):
     from nplm_tf import run_dir
     from nplm_tf.training import tail as tail_lib
     from nplm_tf.training.data import eval_dataset, split_tokens
-    from pipelines import corpus as corpus_lib
 
-    list_sizes, bins = checked
+    list_sizes, bins, corpus = checked
     config, vocab, model = run_dir.load_trained(MODEL_DIR.value)
-    corpus = corpus_flags.corpus_from_flags(run_dir.RunDir(MODEL_DIR.value).read_corpus(), MODEL_DIR.value)
-    corpus_lib.check_split(corpus[SPLIT.value], order=1)
     ngram = tail_lib.tail_ngram(vocab, corpus, TAIL_ORDER.value or config.tail_order, NGRAM_DIR.value)
     print(f"scoring {SPLIT.value} with the network and the n-gram's whole distributions", flush=True)
     dataset = eval_dataset(corpus[SPLIT.value], vocab, config)

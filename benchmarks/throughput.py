@@ -70,14 +70,16 @@ def steady_clock():
 
 
 def check():
-    """The flag values and the configuration they make, before TensorFlow loads."""
+    """The configuration the flags make, the corpus and its data (`prepare_data`: the splits checked, the
+    vocabulary built and the settings that depend on |V| checked), all before TensorFlow loads."""
     from nplm_tf.config import STEPS_PER_EXECUTION, Config, ConfigError
+    from nplm_tf.training.data import prepare_data
 
     if STEPS.value <= STEPS_PER_EXECUTION:  # the clock needs two calls of the training function
         raise ConfigError(f"steps={STEPS.value} must be more than {STEPS_PER_EXECUTION}.")
     if WARMUP.value < 1 or REPEATS.value < 1:
         raise ConfigError(f"warmup_steps={WARMUP.value} and repeats={REPEATS.value} must be at least 1.")
-    return Config(
+    config = Config(
         precision=PRECISION.value,
         optimizer=OPTIMIZER.value,
         direct=DIRECT.value,
@@ -89,9 +91,11 @@ def check():
         loss=LOSS.value,
         num_sampled=NUM_SAMPLED.value,
     )
+    corpus = corpus_flags.corpus_from_flags()
+    return config, corpus, prepare_data(config, corpus)
 
 
-def main(argv, config):
+def main(argv, checked):
     import statistics
 
     import keras
@@ -100,10 +104,8 @@ def main(argv, config):
     from nplm_tf.network import model as model_lib
     from nplm_tf.network import objectives
     from nplm_tf.training import trainer
-    from nplm_tf.training.data import prepare_data
 
-    corpus = corpus_flags.corpus_from_flags()
-    data = prepare_data(config, corpus)
+    config, corpus, data = checked
     ds = data.dataset(corpus, "train", config, batch_size=config.batch_size, shuffle=True, seed=1).repeat()
     model = model_lib.build_model(config, data.vocab.size)
     model_lib.compile_model(

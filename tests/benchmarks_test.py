@@ -21,13 +21,14 @@ def test_optimizer_benchmark_times_all_three_optimizers():
     [
         ("benchmarks.throughput", "--steps=32", "steps=32 must be more than 32"),
         ("benchmarks.throughput", "--repeats=0", "repeats=0 must be at least 1"),
+        ("benchmarks.throughput", "--shortlist=20000", "shortlist=20000 must be smaller than |V| = 14,118"),
         ("benchmarks.optimizer", "--steps=0", "steps=0 and repeats=3 must be at least 1"),
         ("benchmarks.scaling", "--repeats=0", "repeats=0, workers=2 and steps=160 must be at least 1"),
         ("benchmarks.scaling", "--balance_workers", "balance_workers=True needs sync_every > 1"),
     ],
 )
-def test_bad_flag_values_are_one_sentence(module, flag, message):
-    result = helpers.run_binary(module, flag)
+def test_bad_flag_values_are_one_sentence(module, flag, message, tmp_path):
+    result = helpers.run_binary(module, flag, env=helpers.without_tensorflow(tmp_path))  # refused before it loads
     assert "Traceback" not in result.stderr
     helpers.assert_one_sentence(result, message)
 
@@ -39,12 +40,24 @@ def test_bad_flag_values_are_one_sentence(module, flag, message):
         (["--requests=0"], "requests=0 must be at least 1"),
         (["--batches=-1"], "batches=-1 must be at least 1"),
         (["--generations=-1"], "generations=-1 must be at least 0"),
+        (
+            ["--corpus=files", "--train_files={text}", "--valid_files={text}", "--test_files={empty}"],
+            "empty.txt is empty",
+        ),
         (["--against=x", "--rounds=0"], "rounds=0 must be at least 1 and at most requests=2000 and batches=40"),
         (["--against=x", "--generations=3"], "generations=3 must be 0 or at least rounds=5"),
     ],
 )
 def test_serving_bad_flags_are_one_sentence(flags, message, tmp_path):
-    result = helpers.run_binary("benchmarks.serving", f"--export={tmp_path}", *flags)
+    export = tmp_path / "export"
+    export.mkdir()
+    if "no SavedModel" not in message:  # what the check looks for, so that it goes on to the next flag
+        (export / "saved_model.pb").write_bytes(b"")
+    (tmp_path / "empty.txt").write_text("")
+    (tmp_path / "text.txt").write_text("the cat sat on the mat\n")
+    flags = [flag.format(empty=tmp_path / "empty.txt", text=tmp_path / "text.txt") for flag in flags]
+    env = helpers.without_tensorflow(tmp_path)  # every one refused before TensorFlow loads
+    result = helpers.run_binary("benchmarks.serving", f"--export={export}", *flags, env=env)
     helpers.assert_one_sentence(result, message)
 
 
@@ -73,7 +86,8 @@ def test_serving_bad_flags_are_one_sentence(flags, message, tmp_path):
     ],
 )
 def test_large_vocab_bad_flags_are_one_sentence_and_write_nothing(flags, message, tmp_path):
-    result = helpers.run_binary("benchmarks.large_vocab", f"--output={tmp_path / 'out'}", *flags)
+    env = helpers.without_tensorflow(tmp_path)  # every one refused before TensorFlow loads
+    result = helpers.run_binary("benchmarks.large_vocab", f"--output={tmp_path / 'out'}", *flags, env=env)
     helpers.assert_one_sentence(result, message)
     assert not (tmp_path / "out").exists()
 

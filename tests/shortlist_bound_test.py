@@ -120,7 +120,10 @@ def test_an_empty_split_is_one_sentence(full_run, tmp_path):
     empty = tmp_path / "empty.txt"
     empty.write_text("")
     flags = [*files_flags[:3], f"--test_files={empty}"]
-    result = helpers.run_binary("benchmarks.shortlist_bound", f"--model_dir={model_dir}", "--shortlists=5", *flags)
+    env = helpers.without_tensorflow(tmp_path)  # refused before TensorFlow loads and the model with it
+    result = helpers.run_binary(
+        "benchmarks.shortlist_bound", f"--model_dir={model_dir}", "--shortlists=5", *flags, env=env
+    )
     helpers.assert_one_sentence(result, "empty.txt is empty (no tokens)")
 
 
