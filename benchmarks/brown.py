@@ -18,11 +18,8 @@ KENLM_5GRAM_TEST = 200.02  # the Brown protocol, KenLM modified Kneser-Ney order
 
 
 def main(argv, checked):
-    from nplm_tf.training import trainer
-
     start = time.perf_counter()
-    config, corpus = checked
-    metrics = trainer.train_and_evaluate(config, train_binary.MODEL_DIR.value, corpus)
+    metrics = train_binary.train_from_flags(*checked)  # train's own run: its set-up first, then TensorFlow
     print(
         json.dumps(
             {
@@ -41,4 +38,4 @@ def main(argv, checked):
 
 
 if __name__ == "__main__":
-    app.run(main, train_binary.check_flags, resumable=True)  # train's own check of the same flags
+    app.run(main, train_binary.check_flags, tensorflow=False, resumable=True)  # train's own check and run

@@ -148,7 +148,13 @@ def check_flags():
 
 
 def main(argv, checked):
-    config, corpus = checked
+    metrics = train_from_flags(*checked)
+    print(json.dumps({k: metrics[k] for k in ("valid_perplexity", "test_perplexity", "vocab_size", "tokens")}))
+
+
+def train_from_flags(config, corpus) -> dict:
+    """The run the flags ask for (`check_flags`'s config and corpus; also `benchmarks.brown`'s): trained, or
+    resumed, or, finished before with this config, its metrics without loading TensorFlow."""
     if STRATEGY.value == "multi_worker":  # Keras fit fails under MultiWorkerMirroredStrategy: a custom loop
         strategy = _strategy(config)
         from nplm_tf.distributed import multi_worker
@@ -172,7 +178,7 @@ def main(argv, checked):
                 metrics = trainer.train_and_evaluate(
                     config, MODEL_DIR.value, corpus, strategy, export=EXPORT.value, set_up=set_up
                 )
-    print(json.dumps({k: metrics[k] for k in ("valid_perplexity", "test_perplexity", "vocab_size", "tokens")}))
+    return metrics
 
 
 def _strategy(config):

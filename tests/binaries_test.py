@@ -53,6 +53,10 @@ def test_a_finished_run_run_again_prints_its_metrics_without_loading_tensorflow(
     assert again.returncode == 0, again.stderr[-3000:]
     assert "already holds a finished run with this config" in again.stdout
     assert json.loads(again.stdout.strip().splitlines()[-1]) == printed
+    # benchmarks.brown runs train's own run from the same flags: the finished run's figures, also without it
+    timed = helpers.run_binary("benchmarks.brown", *flags, env=helpers.without_tensorflow(tmp_path))
+    assert timed.returncode == 0, timed.stderr[-3000:]
+    assert json.loads(timed.stdout.strip().splitlines()[-1])["test_perplexity"] == round(printed["test_perplexity"], 2)
 
 
 def test_evaluate_binary_matches_training_and_writes_per_token(trained, data, tmp_path):
@@ -387,6 +391,7 @@ def test_interrupted_training_resumes(sig, code, data, tmp_path):
             "--shortlists=0 must be a comma-separated list of positive integers.",
         ),
         ("benchmarks.brown", ["--model_dir=OUT", "--shortlist=-1"], "shortlist=-1 must be >= 0"),
+        ("benchmarks.brown", ["--model_dir=OUT", "--shortlist=20000"], "shortlist=20000 must be smaller than |V|"),
         ("benchmarks.pipeline", ["--repeat=0"], "repeat=0 must be at least 1."),
         # Flags absl itself cannot parse: one sentence too, not absl's "FATAL Flags parsing error" and a hint.
         (
@@ -407,7 +412,8 @@ def test_interrupted_training_resumes(sig, code, data, tmp_path):
 )
 def test_more_binaries_check_their_flags_first_and_write_nothing(module, flags, message, tmp_path):
     out = tmp_path / "out"
-    result = helpers.run_binary(module, *(flag.replace("OUT", str(out)) for flag in flags))
+    env = helpers.without_tensorflow(tmp_path)  # every one refused before TensorFlow loads
+    result = helpers.run_binary(module, *(flag.replace("OUT", str(out)) for flag in flags), env=env)
     helpers.assert_one_sentence(result, message)
     assert not out.exists()
 
