@@ -392,6 +392,8 @@ def test_interrupted_training_resumes(sig, code, data, tmp_path):
         ),
         ("benchmarks.brown", ["--model_dir=OUT", "--shortlist=-1"], "shortlist=-1 must be >= 0"),
         ("benchmarks.brown", ["--model_dir=OUT", "--shortlist=20000"], "shortlist=20000 must be smaller than |V|"),
+        # train's --ngram_dir is read as train reads it (it was ignored: hours of training on another tail)
+        ("benchmarks.brown", ["--model_dir=OUT", "--shortlist=5", "--ngram_dir=/no/such"], "vocab.tsv does not exist"),
         ("benchmarks.pipeline", ["--repeat=0"], "repeat=0 must be at least 1."),
         # Flags absl itself cannot parse: one sentence too, not absl's "FATAL Flags parsing error" and a hint.
         (
