@@ -147,8 +147,8 @@ def base_config():
 
 
 def check_data(names: list[str], every: dict[str, dict], corpus) -> int:
-    """|V|, once every split is checked and every variant's N and K are checked against it (without
-    TensorFlow: before the first variant trains, not hours in)."""
+    """|V|, once every split is checked and every variant's N and K are checked against it (in the flag
+    check, before TensorFlow loads)."""
     from nplm_tf.training.data import prepare_data
 
     base = base_config()
