@@ -5,8 +5,9 @@
 Every variant trains the paper's MLP9 shape (n=5, m=30, h=100; batch 256; the training defaults otherwise)
 in OUTPUT/<variant>/, one epoch at a time and in turn (epoch 1 of every variant, then epoch 2 of every
 variant, ...), so the host's drifting speed spreads over all of them. After each epoch it records the
-training seconds and tokens/s and the exact valid and test perplexity (of the best epoch so far; the runs
-are ordinary resumable `nplm_tf.train` directories). At the end each variant is exported and served in
+training seconds and tokens/s, the exact valid and test perplexity (of the best epoch so far; the runs
+are ordinary resumable `nplm_tf.train` directories), and the share of CPU time the host's hypervisor took
+meanwhile (`benchmarks.host`: on a virtual machine, tens of percent mean the epoch measured its neighbours). At the end each variant is exported and served in
 process, every export in turn over --rounds rounds: `score` tokens/s at batch 64 (with its ratio to the
 full softmax's in the same round) and `next_word` p50, beside a one-op signature called the same way
 (`serving_lib.call_floor_export`; --serve_only measures this part again). It prints
@@ -20,6 +21,7 @@ import time
 
 from absl import flags
 
+from benchmarks import host
 from pipelines import app, corpus_flags
 
 
@@ -95,10 +97,12 @@ def table(results: dict, corpus_name: str, vocab_size: int, call_floor: dict | N
         f"Corpus {corpus_name}, |V| = {vocab_size:,}; MLP9 shape, batch 256. Per epoch: training seconds, "
         "tokens/s, exact valid perplexity, and exact test perplexity of the best epoch so far. Serving (in process, "
         "every export timed in turn over several rounds): score tokens/s at batch 64 (against the full softmax in "
-        "the same round: median; range) and next_word p50 for one text.",
+        "the same round: median; range) and next_word p50 for one text. CPU steal: the share of the host's CPU "
+        "time its hypervisor took during the epoch's call (training and scoring; `benchmarks.host`).",
         "",
-        "| variant | epoch | seconds | tokens/s | valid ppl | test ppl | score tokens/s (batch 64) | next_word p50 |",
-        "|---|---|---|---|---|---|---|---|",
+        "| variant | epoch | seconds | tokens/s | valid ppl | test ppl | CPU steal | score tokens/s (batch 64) "
+        "| next_word p50 |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
     reference = ((results.get("softmax") or {}).get("serving") or {}).get("score_rounds")
     for name, result in results.items():
@@ -110,9 +114,11 @@ def table(results: dict, corpus_name: str, vocab_size: int, call_floor: dict | N
                 ratios = sorted(a / b for a, b in zip(served["score_rounds"], reference))
                 score += f" ({ratios[len(ratios) // 2]:.1f}×; {ratios[0]:.1f}–{ratios[-1]:.1f}×)"
             p50 = f"{served['next_word_ms']['p50']:.2f} ms" if last and served else ""
+            steal = row.get("cpu_steal")  # None: not measured (not Linux, or an older run's row)
             lines.append(
                 f"| {name} | {row['epoch']} | {row['seconds']:.0f} | {row['tokens_per_second']:,} | "
-                f"{row['valid_perplexity']:.2f} | {row['test_perplexity']:.2f} | {score} | {p50} |"
+                f"{row['valid_perplexity']:.2f} | {row['test_perplexity']:.2f} | "
+                f"{'' if steal is None else f'{steal:.0%}'} | {score} | {p50} |"
             )
     if call_floor:
         lines += [
@@ -167,10 +173,12 @@ def train_in_turn(names: list[str], every: dict[str, dict], corpus) -> dict:
     for epoch in range(1, EPOCHS.value + 1):
         for name in names:
             config = base.replace(epochs=epoch, **every[name])
-            start = time.perf_counter()
+            start, cpu = time.perf_counter(), host.cpu_times()
             metrics = trainer.train_and_evaluate(config, os.path.join(OUTPUT.value, name), corpus, export=False)
             row = epoch_row(metrics)
             row["call_seconds"] = round(time.perf_counter() - start, 1)
+            steal = host.steal_share(cpu, host.cpu_times())  # the hypervisor's share over the call
+            row["cpu_steal"] = None if steal is None else round(steal, 3)
             results[name]["epochs"].append(row)
             if "valid_log_normalizer" in metrics:
                 results[name]["valid_log_normalizer"] = metrics["valid_log_normalizer"]

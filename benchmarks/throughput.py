@@ -8,7 +8,8 @@ end of each fit's first 32-step call to its last; the rate including each
 fit's iterator start is printed beside it), the model FLOP rate
 6·(h·|V| + (n−1)·m·h [+ (n−1)·m·|V|])·tokens/s, a dense float32 2048×2048
 matmul's rate timed in this process right after each repeat, and the median
-of the per-repeat ratios (medians of each part beside it).
+of the per-repeat ratios (medians of each part beside it), and per repeat the
+share of CPU time the host's hypervisor took (`cpu_steal_runs`, `benchmarks.host`).
 """
 
 import json
@@ -16,6 +17,7 @@ import time
 
 from absl import flags
 
+from benchmarks import host
 from pipelines import app, corpus_flags
 
 PRECISION = flags.DEFINE_enum("precision", "mixed_bfloat16", ["float32", "mixed_bfloat16"], "Compute dtype.")
@@ -123,12 +125,14 @@ def main(argv, checked):
         counts = np.asarray(data.vocab.counts, np.float64)
         width = config.shortlist + 1 + counts[config.shortlist :].sum() / counts.sum() * (v - config.shortlist)
     flops_per_token = 6 * (h * width + n1m * h + (n1m * width if config.direct else 0))
-    rates, wall_rates, denses, ratios = [], [], [], []
+    rates, wall_rates, denses, ratios, steals = [], [], [], [], []
     for _ in range(REPEATS.value):
         clock = steady_clock()
-        start = time.perf_counter()
+        start, cpu = time.perf_counter(), host.cpu_times()
         model.fit(ds, steps_per_epoch=STEPS.value, epochs=1, verbose=0, callbacks=[clock])
         wall_rates.append(STEPS.value * config.batch_size / (time.perf_counter() - start))
+        steal = host.steal_share(cpu, host.cpu_times())
+        steals.append(None if steal is None else round(steal, 3))
         rates.append(clock.steps_per_second() * config.batch_size)
         # The matmul right after each repeat: this host's speed drifts, so each ratio compares like with like.
         denses.append(matmul_gflops())
@@ -164,6 +168,7 @@ def main(argv, checked):
                 "dense_matmul_fp32_gflops_runs": [round(d, 1) for d in denses],
                 "ratio": round(statistics.median(ratios), 3),
                 "ratio_runs": [round(r, 3) for r in ratios],
+                "cpu_steal_runs": steals,
             }
         )
     )

@@ -4,7 +4,21 @@ import json
 
 import pytest
 
+from benchmarks import host
 from tests import helpers
+
+
+def test_the_steal_share_is_the_stolen_part_of_all_cpu_time(tmp_path):
+    stat = tmp_path / "stat"
+    stat.write_text("cpu  100 0 50 800 10 0 5 35 0 0\ncpu0 50 0 25 400 5 0 2 17 0 0\n")
+    before = host.cpu_times(str(stat))
+    stat.write_text("cpu  200 0 70 900 10 0 5 95 7 0\ncpu0 100 0 35 450 5 0 2 47 3 0\n")
+    after = host.cpu_times(str(stat))
+    assert host.steal_share(before, after) == pytest.approx(60 / 280)  # guest time is inside user's already
+    assert host.steal_share(before, before) is None  # no time passed
+    assert host.cpu_times(str(tmp_path / "absent")) is None and host.steal_share(None, after) is None
+    own = host.cpu_times()  # this Linux host's
+    assert own is not None and 0.0 <= host.steal_share(own, tuple(t + 1 for t in own)) <= 1.0
 
 
 def test_optimizer_benchmark_times_all_three_optimizers():
@@ -122,11 +136,14 @@ def test_large_vocab_benchmark_alternates_variants_and_writes_its_table(tmp_path
     assert written["call_floor"]["next_word_ms"]["requests"] == 6  # the one-op signature, timed beside them
     for name in names:
         assert [row["epoch"] for row in saved[name]["epochs"]] == [1, 2]
+        assert all(0.0 <= row["cpu_steal"] <= 1.0 for row in saved[name]["epochs"])  # the hypervisor's share
         assert saved[name]["serving"]["score_tokens_per_second"] > 0
         assert len(saved[name]["serving"]["score_rounds"]) == 2  # every export timed in each round
         assert saved[name]["serving"]["next_word_ms"]["requests"] == 6
     page = readme.read_text()
     assert "old" not in page and "| nce_5 | 2 |" in page and page.endswith("tail\n")
+    row = next(line for line in page.splitlines() if line.startswith("| nce_5 | 2 |")).split(" | ")
+    assert "| CPU steal |" in page and row[6] == f"{saved['nce_5']['epochs'][1]['cpu_steal']:.0%}"
     assert "A signature of one op" in page
     assert "×;" in page  # score against the full softmax's, per round
 
