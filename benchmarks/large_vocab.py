@@ -115,10 +115,10 @@ def table(results: dict, corpus_name: str, vocab_size: int, call_floor: dict | N
                 score += f" ({ratios[len(ratios) // 2]:.1f}×; {ratios[0]:.1f}–{ratios[-1]:.1f}×)"
             p50 = f"{served['next_word_ms']['p50']:.2f} ms" if last and served else ""
             steal = row.get("cpu_steal")  # None: not measured (not Linux, or an older run's row)
+            stolen = "" if steal is None else f"{steal:.0%}"
             lines.append(
                 f"| {name} | {row['epoch']} | {row['seconds']:.0f} | {row['tokens_per_second']:,} | "
-                f"{row['valid_perplexity']:.2f} | {row['test_perplexity']:.2f} | "
-                f"{'' if steal is None else f'{steal:.0%}'} | {score} | {p50} |"
+                f"{row['valid_perplexity']:.2f} | {row['test_perplexity']:.2f} | {stolen} | {score} | {p50} |"
             )
     if call_floor:
         lines += [
@@ -152,15 +152,14 @@ def base_config():
     return Config(min_count=MIN_COUNT.value, patience=EPOCHS.value + 1)
 
 
-def check_data(names: list[str], every: dict[str, dict], corpus) -> int:
-    """|V|, once every split is checked and every variant's N and K are checked against it (in the flag
-    check, before TensorFlow loads)."""
+def check_data(base, configs: list, corpus) -> int:
+    """|V|, once every split is checked and every variant's config (N and K) against it (in the flag check,
+    before TensorFlow loads)."""
     from nplm_tf.training.data import prepare_data
 
-    base = base_config()
     vocab_size = prepare_data(base, corpus).vocab.size
-    for name in names:
-        base.replace(**every[name]).check_vocab_size(vocab_size)
+    for config in configs:
+        config.check_vocab_size(vocab_size)
     return vocab_size
 
 
@@ -206,8 +205,7 @@ def check_flags() -> tuple[dict[str, dict], list[str], object, dict | None, int]
     if EPOCHS.value < 1:
         raise ConfigError(f"epochs={EPOCHS.value} must be at least 1.")
     base = base_config()
-    for name in names:  # each variant's settings, as train would check them
-        base.replace(**every[name])
+    configs = [base.replace(**every[name]) for name in names]  # each variant's settings, as train checks them
     if not 1 <= ROUNDS.value <= min(REQUESTS.value, BATCHES.value):
         raise ConfigError(
             f"rounds={ROUNDS.value} must be at least 1 and at most requests={REQUESTS.value} and "
@@ -216,7 +214,7 @@ def check_flags() -> tuple[dict[str, dict], list[str], object, dict | None, int]
     corpus = corpus_flags.corpus_from_flags()
     if SERVE_ONLY.value:
         return every, names, corpus, *recorded(names)
-    return every, names, corpus, None, check_data(names, every, corpus)
+    return every, names, corpus, None, check_data(base, configs, corpus)
 
 
 def main(argv, checked):
