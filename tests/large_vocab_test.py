@@ -336,12 +336,15 @@ def test_the_noise_key_follows_the_step_counter_and_tells_workers_apart():
     assert other_seed.noise_key(None).numpy().tolist() != first
 
 
-def test_noise_of_nearly_the_whole_vocabulary_is_drawn():
+@pytest.mark.parametrize("graph", [False, True], ids=["eager", "graph"])
+def test_noise_of_nearly_the_whole_vocabulary_is_drawn(graph):
     counts = np.array([10**6] + [1] * 30, np.float64)  # one frequent word: most draws repeat it
     sampler = objectives.NoiseSampler(counts, 30)
-    ids, _, noise_counts = sampler(tf.constant([1, 2], tf.int64), tf.constant([0], tf.int64))
-    assert sorted(ids.numpy().tolist()) != list(range(31)) and len(set(ids.numpy())) == 30
-    assert np.all((noise_counts.numpy() > 0) & (noise_counts.numpy() <= 1))
+    sample = tf.function(sampler) if graph else sampler  # training calls it in a graph
+    for key in range(3):
+        ids, _, noise_counts = sample(tf.constant([1, key], tf.int64), tf.constant([0], tf.int64))
+        assert sorted(ids.numpy().tolist()) != list(range(31)) and len(set(ids.numpy())) == 30
+        assert np.all((noise_counts.numpy() > 0) & (noise_counts.numpy() <= 1))
 
 
 @pytest.mark.parametrize("loss", ["sampled_softmax", "nce"])

@@ -188,10 +188,13 @@ class NoiseSampler:
         cdf = tf.constant(self.cdf, tf.float64)
 
         def draw(round_, length):
+            # One row of `length` draws (the same numbers as a vector of them): a 1-D `tf.searchsorted` of a
+            # length unknown until run time fails inside the loop below once in a graph ("Leading dim_size of
+            # both tensors must match", TensorFlow 2.21), so a `num_sampled` near |V| crashed training.
             uniform = tf.random.stateless_uniform(
-                [length], seed=tf.random.experimental.stateless_fold_in(key, round_), dtype=tf.float64
+                [1, length], seed=tf.random.experimental.stateless_fold_in(key, round_), dtype=tf.float64
             )
-            return tf.searchsorted(cdf, uniform, side="right", out_type=tf.int64)
+            return tf.searchsorted(cdf[None, :], uniform, side="right", out_type=tf.int64)[0]
 
         def more(round_, draws, ids, which):
             return tf.size(ids) < k
