@@ -144,6 +144,8 @@ def check_flags():
         strategies.check_tf_config()
     config = config_from_flags()
     strategies.check_local_sgd(config.sync_every, STRATEGY.value == "multi_worker")
+    if STRATEGY.value == "mirrored":  # the CPU split's replicas; a GPU count is checked once TensorFlow finds it
+        strategies.check_batch_split(config.batch_size, NUM_CPU_DEVICES.value)
     return config, corpus_flags.corpus_from_flags()  # the corpus flags checked, and that its files exist
 
 

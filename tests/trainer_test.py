@@ -166,6 +166,19 @@ def test_local_sgd_outside_the_multi_worker_loop_is_refused_not_ignored(tmp_path
     assert not (tmp_path / "m").exists()
 
 
+def test_a_batch_that_does_not_split_over_the_replicas_is_refused_before_the_run_is_set_up(tmp_path):
+    """Keras's fit under MirroredStrategy failed on it with an AddN shape error, after the directory was set up
+    with this config, so the corrected command was refused as another configuration."""
+    import types
+
+    three = types.SimpleNamespace(num_replicas_in_sync=3)  # all the check reads of a MirroredStrategy
+    with pytest.raises(ConfigError, match=r"^batch_size=16 does not split evenly over the 3 replicas .* 15 or 18\.$"):
+        trainer.train_and_evaluate(
+            helpers.tiny_config(batch_size=16), str(tmp_path / "m"), files_corpus(tmp_path), three
+        )
+    assert not (tmp_path / "m").exists()
+
+
 def test_learning_rate_follows_the_papers_schedule():
     from nplm_tf.network import optimizers
 

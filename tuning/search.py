@@ -77,6 +77,7 @@ def check_flags():
         raise ConfigError(f"max_trials={MAX_TRIALS.value} and epochs_per_trial={EPOCHS.value} must be at least 1.")
     base = Config.from_json(CONFIG_JSON.value) if CONFIG_JSON.value else Config()
     strategies.check_local_sgd(base.sync_every, multi_worker=False)  # trials train in one process each
+    strategies.check_batch_split(base.batch_size, NUM_CPU_DEVICES.value)  # trials train under a mirrored strategy
     if TUNE_SHORTLIST.value and base.loss != "softmax":  # its trials of N > 0 would all fail
         raise ConfigError(
             f"--tune_shortlist searches short lists, which train with the softmax, but the config's "

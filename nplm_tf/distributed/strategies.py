@@ -22,6 +22,23 @@ def check_local_sgd(sync_every: int, multi_worker: bool) -> None:
         )
 
 
+def check_batch_split(batch_size: int, replicas: int) -> None:
+    """Keras's `fit` under MirroredStrategy needs every batch to split evenly over the replicas.
+
+    Before its first step it averages the first batch's per-replica parts elementwise
+    (`keras/src/backend/tensorflow/trainer.py`, `_maybe_symbolic_build`), which fails on parts of unequal size
+    ("Inputs to operation AddN ... must have the same size and shape"): the default 256 over 3 replicas did.
+    The multi-worker loop (`distributed.multi_worker`) sums per-replica losses and has no such limit.
+    """
+    if replicas > 1 and batch_size % replicas:
+        below = batch_size - batch_size % replicas
+        examples = f"{below} or {below + replicas}" if below else f"{replicas}"
+        raise ConfigError(
+            f"batch_size={batch_size} does not split evenly over the {replicas} replicas of a mirrored strategy; "
+            f"give a multiple of {replicas}, such as {examples}."
+        )
+
+
 def check_tf_config(environ=os.environ) -> None:
     """A TF_CONFIG for MultiWorkerMirroredStrategy, checked before TensorFlow reads it: JSON naming a cluster
     (job -> list of "host:port") and this process's task in it; absent means one local worker."""

@@ -87,6 +87,8 @@ def train_and_evaluate(
         lock until this returns (`nplm_tf.train`, before TensorFlow loads); by default the run is set up here.
     """
     strategies.check_local_sgd(config.sync_every, multi_worker=False)  # `multi_worker.train_multi_worker` does it
+    if strategy is not None:  # before anything is set up or built: Keras's fit needs equal replica batches
+        strategies.check_batch_split(config.batch_size, strategy.num_replicas_in_sync)
     if set_up is not None:
         return _train_and_evaluate(config, model_dir, corpus, strategy, verbose, extra_callbacks, model, export, set_up)
     with TrainingLock(model_dir) as lock:
