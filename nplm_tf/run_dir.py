@@ -161,6 +161,11 @@ class RunDir:
     def write_history(self, history: dict[int, dict]) -> None:
         files.write_json(self.file(HISTORY), {str(k): v for k, v in sorted(history.items())})
 
+    def has_finished_epoch(self) -> bool:
+        """Whether any epoch was trained to its end here (its record, backup, checkpoint or best weights)."""
+        saved = (self.best_weights, self.file(METRICS), os.path.join(self.backup_dir, BACKUP_STATE))
+        return bool(self.read_history()) or any(map(os.path.isfile, saved)) or bool(_listing(self.checkpoints_dir))
+
     def save_best_weights(self, model) -> None:
         files.replace_atomically(self.best_weights, model.save_weights)
 
@@ -192,6 +197,10 @@ class RunDir:
 
     def write_mixture(self, mixture: dict) -> None:
         files.write_json(self.file(MIXTURE), mixture)
+
+
+def _listing(path: str) -> list[str]:
+    return os.listdir(path) if os.path.isdir(path) else []
 
 
 def check_trained(model_dir: str) -> RunDir:

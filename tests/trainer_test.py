@@ -160,6 +160,24 @@ def test_model_dir_of_another_config_or_corpus_is_refused_and_left_intact(tmp_pa
     assert trainer.train_and_evaluate(helpers.tiny_config(epochs=1), "m", same) == metrics  # finished: as it was
 
 
+def test_a_directory_of_another_config_that_finished_no_epoch_is_refused_as_such(tmp_path):
+    """Ctrl-C in the first epoch (or a crash) leaves a directory set up with its config: refused for another
+    config, and the sentence no longer claims it holds a trained model."""
+    corpus, model_dir = files_corpus(tmp_path), str(tmp_path / "m")
+    with pytest.raises(KeyboardInterrupt):
+        trainer.train_and_evaluate(
+            helpers.tiny_config(), model_dir, corpus, verbose=0, extra_callbacks=[Interrupt(epoch=0, batch=2)]
+        )
+    before = {f: os.path.getmtime(os.path.join(model_dir, f)) for f in os.listdir(model_dir)}
+    with pytest.raises(ConfigError) as refused:
+        trainer.train_and_evaluate(helpers.tiny_config(hidden_dim=32), model_dir, corpus)
+    assert str(refused.value) == (
+        f"{model_dir} was set up for a run with another configuration (hidden_dim: 16 -> 32) that finished no "
+        "epoch; remove it, use a new --model_dir, or give the same flags."
+    )
+    assert {f: os.path.getmtime(os.path.join(model_dir, f)) for f in os.listdir(model_dir)} == before
+
+
 def test_local_sgd_outside_the_multi_worker_loop_is_refused_not_ignored(tmp_path):
     with pytest.raises(ConfigError, match=r"^sync_every=3 needs --strategy=multi_worker \(other strategies"):
         trainer.train_and_evaluate(helpers.tiny_config(sync_every=3), str(tmp_path / "m"), files_corpus(tmp_path))

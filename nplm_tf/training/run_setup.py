@@ -16,6 +16,17 @@ from pipelines import corpus as corpus_lib
 from pipelines import files
 
 
+def _other_run(model_dir: str, what: str, changes: str, same: str) -> ConfigError:
+    """The refusal of a directory set up for another run; one stopped before its first epoch ended (a crash,
+    Ctrl-C) holds no model, and the sentence says so: it can go."""
+    if RunDir(model_dir).has_finished_epoch():
+        return ConfigError(f"{model_dir} holds a model trained {what} ({changes}); use a new --model_dir or {same}.")
+    return ConfigError(
+        f"{model_dir} was set up for a run {what} ({changes}) that finished no epoch; remove it, use a new "
+        f"--model_dir, or give {same}."
+    )
+
+
 def check_model_dir(config: Config, model_dir: str, corpus: corpus_lib.Corpus) -> None:
     """Refuses a directory that holds a model of another configuration, or trained on another corpus
     (config.json and corpus.json are written once the data is checked, by `prepare_data`'s caller). Writes
@@ -28,10 +39,7 @@ def check_model_dir(config: Config, model_dir: str, corpus: corpus_lib.Corpus) -
         diff = config.differences(saved)
         if diff:
             changes = ", ".join(f"{k}: {getattr(saved, k)!r} -> {getattr(config, k)!r}" for k in diff)
-            raise ConfigError(
-                f"{model_dir} holds a model trained with another configuration ({changes}); "
-                f"use a new --model_dir or the same flags."
-            )
+            raise _other_run(model_dir, "with another configuration", changes, "the same flags")
     kept = run.read_corpus()
     if kept is not None and corpus.spec is not None:
         # Its vocabulary, tail n-gram, history and best epoch are the kept corpus's. Where a corpus is kept as
@@ -41,10 +49,7 @@ def check_model_dir(config: Config, model_dir: str, corpus: corpus_lib.Corpus) -
             f"{k}: {kept.get(k)!r} -> {corpus.spec.get(k)!r}" for k in names if kept.get(k) != corpus.spec.get(k)
         ]
         if changes:
-            raise ConfigError(
-                f"{model_dir} holds a model trained on another corpus ({', '.join(changes)}); use a new --model_dir "
-                "or the same corpus flags."
-            )
+            raise _other_run(model_dir, "on another corpus", ", ".join(changes), "the same corpus flags")
 
 
 def set_up_run(
