@@ -257,6 +257,37 @@ def test_mixture_export_serves_evaluates_probabilities(run, tmp_path, smoothing)
     helpers.check_top_k_generation(served, "the cat", k=3)  # the mixture's ranking
 
 
+def test_a_mixture_of_a_longer_n_gram_than_the_network_is_refused_by_the_serving_tools_with_a_way_out(run, tmp_path):
+    """evaluate, query and rescore mix an n-gram of order above n; a SavedModel cannot (it keeps n - 1 words).
+    export and generate said so without naming --nomixture, and the model could not be exported as it was."""
+    model_dir, _, paths, _ = run
+    files = [f"--train_files={paths['train']}", f"--valid_files={paths['valid']}", f"--test_files={paths['test']}"]
+    kn_dir, work = str(tmp_path / "kn4"), str(tmp_path / "model")
+    built = helpers.run_binary(
+        "nplm_tf.ngram", "--order=4", f"--output={kn_dir}", "--min_count=1", "--corpus=files", *files
+    )
+    assert built.returncode == 0, built.stderr[-2000:]
+    shutil.copytree(model_dir, work)
+    evaluated = helpers.run_binary(
+        "nplm_tf.evaluate", f"--model_dir={work}", f"--ngram_dir={kn_dir}", "--corpus=files", *files
+    )
+    assert evaluated.returncode == 0, evaluated.stderr[-2000:]
+    message = (
+        f"the mixture's n-gram model ({kn_dir}) has order 4, above the network's n = 3, and a SavedModel reads only "
+        "the n - 1 words the network sees; pass --nomixture, or fit the mixture (evaluate --ngram_dir) with an "
+        "n-gram of order 3 or less."
+    )
+    out = tmp_path / "out"
+    helpers.assert_one_sentence(
+        helpers.run_binary("nplm_tf.export", f"--model_dir={work}", f"--export_dir={out}"), message
+    )
+    assert not out.exists()
+    exported = helpers.run_binary("nplm_tf.export", f"--model_dir={work}", f"--export_dir={out}", "--nomixture")
+    assert exported.returncode == 0, exported.stderr[-2000:]
+    info = json.load(open(os.path.join(out, "1", "assets", "export.json")))
+    assert info["mixture"] is None
+
+
 @pytest.mark.parametrize("order", [1, 2, 3, "interpolated", "pruned"])
 def test_serving_ngrams_equal_the_numpy_models(order):
     lines = [[2, 3, 4, 2, 5], [3, 4, 6, 2], [5, 5, 2, 3, 4, 7], [4, 2, 3]]
