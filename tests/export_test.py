@@ -286,6 +286,12 @@ def test_a_mixture_of_a_longer_n_gram_than_the_network_is_refused_by_the_serving
     assert exported.returncode == 0, exported.stderr[-2000:]
     info = json.load(open(os.path.join(out, "1", "assets", "export.json")))
     assert info["mixture"] is None
+    # Training that extends the run ends with its own export: it trained the epoch, then failed there before
+    # writing metrics.json. Now that export serves the network alone and says why.
+    corpus = corpus_lib.files_corpus(paths["train"], paths["valid"], paths["test"])
+    metrics = trainer.train_and_evaluate(helpers.tiny_config(epochs=3), work, corpus, verbose=0)
+    assert len(metrics["epochs"]) == 3 and json.load(open(os.path.join(work, "metrics.json"))) == metrics
+    assert json.load(open(os.path.join(metrics["export"], "assets", "export.json")))["mixture"] is None
 
 
 @pytest.mark.parametrize("order", [1, 2, 3, "interpolated", "pruned"])

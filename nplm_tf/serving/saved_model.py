@@ -73,11 +73,15 @@ def export(
     model_dir: str,
     export_dir: str | None = None,
     version: int | None = None,
-    mixture: bool = True,
+    mixture: bool | None = True,
     model: keras.Model | None = None,
     precision: str | None = None,
 ) -> str:
     """Writes EXPORT_DIR/<version> (default: model_dir/export, next free version) and returns its path.
+
+    `mixture`: serve the n-gram mixture fitted by `evaluate --ngram_dir` (True: a ConfigError when it cannot
+    be served), never (False), or where it can (None, training's own export: the run it ends is written in
+    full, and a note says why the mixture is left out).
 
     An existing version directory is never replaced: the export is written
     beside it and moved into place only when complete. `precision`: serve in
@@ -94,7 +98,13 @@ def export(
     target = os.path.join(export_dir, str(version))
     if os.path.exists(target):
         raise ConfigError(f"{target} already exists; choose another --version (or leave it out for the next free one).")
-    ngram, saved = load_mixture(model_dir, vocab, config.order) if mixture else (None, None)
+    try:
+        ngram, saved = load_mixture(model_dir, vocab, config.order) if mixture is not False else (None, None)
+    except ConfigError as e:
+        if mixture:
+            raise
+        print(f"note: this export serves the network alone, without the mixture of mixture.json: {e}", flush=True)
+        ngram, saved = None, None
 
     server = server_lib.Server(model, vocab, run.vocab_path, ngram)
     info = {

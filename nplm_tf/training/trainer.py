@@ -175,7 +175,9 @@ def finish_run(
         files.replace_atomically(run.keras_file, model.save)
         embeddings.write_projector(run, data.vocab, embeddings.features(model))  # TensorBoard's Projector tab
         if export:
-            metrics["export"] = saved_model.export(model_dir)  # a new version each time training extends the run
+            # A new version each time training extends the run; a mixture fitted before that it cannot serve
+            # (an n-gram since removed, or longer than the network's context) is left out, not an error.
+            metrics["export"] = saved_model.export(model_dir, mixture=None)
         run.write_metrics(metrics)
     return metrics
 
