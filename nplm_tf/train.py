@@ -49,7 +49,11 @@ flags.DEFINE_integer(
 )
 flags.DEFINE_integer("epochs", _D.epochs, "Maximum training epochs.")
 flags.DEFINE_integer("patience", _D.patience, "Stop after this many epochs without a better valid perplexity.")
-flags.DEFINE_integer("batch_size", _D.batch_size, "Training batch size (global, over all replicas).")
+flags.DEFINE_integer(
+    "batch_size",
+    _D.batch_size,
+    "Training batch size (global, over all replicas; --strategy=mirrored: a multiple of them).",
+)
 flags.DEFINE_enum(
     "optimizer", _D.optimizer, ["sgd", "adam"], "sgd: eps_t = eps_0/(1 + r t); adam: Adam on the same schedule."
 )
