@@ -402,7 +402,6 @@ def test_interrupted_training_resumes(sig, code, data, tmp_path):
             "batch_size=256 does not split evenly over the 3 replicas of a mirrored strategy; give a multiple of 3, "
             "such as 255 or 258.",
         ),
-        ("tuning.search", ["--output_dir=OUT", "--num_cpu_devices=3"], "batch_size=256 does not split evenly"),
         # Flags absl itself cannot parse: one sentence too, not absl's "FATAL Flags parsing error" and a hint.
         (
             "nplm_tf.train",

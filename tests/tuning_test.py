@@ -215,6 +215,8 @@ CHIEF = {"KERASTUNER_TUNER_ID": "chief", "KERASTUNER_ORACLE_IP": "127.0.0.1"}
         ("--max_trials=0", {}, "max_trials=0 and epochs_per_trial=2 must be at least 1"),
         ("--epochs_per_trial=0", {}, "epochs_per_trial=0 must be at least 1"),
         ("--num_cpu_devices=0", {}, "num_cpu_devices=0 must be at least 1"),
+        # every trial failed in Keras's fit (an AddN shape error), three in a row ending the search
+        ("--num_cpu_devices=3", {}, "batch_size=16 does not split evenly over the 3 replicas of a mirrored strategy"),
         # once a traceback from gRPC or keras-tuner, after the data was read and the output directory made
         (
             "--seed=1",

@@ -77,7 +77,6 @@ def check_flags():
         raise ConfigError(f"max_trials={MAX_TRIALS.value} and epochs_per_trial={EPOCHS.value} must be at least 1.")
     base = Config.from_json(CONFIG_JSON.value) if CONFIG_JSON.value else Config()
     strategies.check_local_sgd(base.sync_every, multi_worker=False)  # trials train in one process each
-    strategies.check_batch_split(base.batch_size, NUM_CPU_DEVICES.value)  # trials train under a mirrored strategy
     if TUNE_SHORTLIST.value and base.loss != "softmax":  # its trials of N > 0 would all fail
         raise ConfigError(
             f"--tune_shortlist searches short lists, which train with the softmax, but the config's "
@@ -96,7 +95,9 @@ def main(argv, checked):
     from tuning import search_lib
 
     base, corpus, vocab = checked
-    os.makedirs(OUTPUT_DIR.value, exist_ok=True)  # once the data is checked
+    strategy = strategies.make_strategy("mirrored", NUM_CPU_DEVICES.value)  # the CPU split's replicas, or the GPUs
+    strategies.check_batch_split(base.batch_size, strategy.num_replicas_in_sync)  # every trial trains under it
+    os.makedirs(OUTPUT_DIR.value, exist_ok=True)  # once the data and the batch are checked
     hypermodel = hypermodel_lib.NPLMHyperModel(
         base,
         corpus,
@@ -107,7 +108,6 @@ def main(argv, checked):
         tune_shortlist=TUNE_SHORTLIST.value,
         counts=vocab.counts,
     )
-    strategy = strategies.make_strategy("mirrored", NUM_CPU_DEVICES.value)
     tuner = search_lib.make_tuner(
         TUNER.value, hypermodel, OUTPUT_DIR.value, MAX_TRIALS.value, EPOCHS.value, strategy, SEED.value
     )
