@@ -209,7 +209,7 @@ def test_saved_model_cli_shows_and_runs_the_export(run):
 
 
 @pytest.mark.parametrize("smoothing", ["kneser_ney", "interpolated"])
-def test_mixture_export_serves_evaluates_probabilities(run, tmp_path, smoothing):
+def test_mixture_export_serves_evaluates_probabilities(run, tmp_path, smoothing, capsys):
     model_dir, corpus, paths, _ = run
     files = [f"--train_files={paths['train']}", f"--valid_files={paths['valid']}", f"--test_files={paths['test']}"]
     kn_dir = str(tmp_path / "ngram")
@@ -255,6 +255,12 @@ def test_mixture_export_serves_evaluates_probabilities(run, tmp_path, smoothing)
     top = served.signatures["next_word"](text=tf.constant(["the cat"]), k=tf.constant(vocab.size))
     assert top["probabilities"].numpy().sum() == pytest.approx(1.0, abs=1e-4)
     helpers.check_top_k_generation(served, "the cat", k=3)  # the mixture's ranking
+    if smoothing == "kneser_ney":  # training on: its export keeps serving the mixture, and says it was fitted before
+        extended = trainer.train_and_evaluate(helpers.tiny_config(epochs=3), work, corpus, verbose=0)
+        assert json.load(open(os.path.join(extended["export"], "assets", "export.json")))["mixture"] is not None
+        assert "note: this export serves the mixture that evaluate --ngram_dir fitted before this training" in (
+            capsys.readouterr().out
+        )
 
 
 def test_a_mixture_of_a_longer_n_gram_than_the_network_is_refused_by_the_serving_tools_with_a_way_out(run, tmp_path):
