@@ -279,9 +279,9 @@ def test_a_mixture_of_a_longer_n_gram_than_the_network_is_refused_by_the_serving
     )
     assert evaluated.returncode == 0, evaluated.stderr[-2000:]
     message = (
-        f"the mixture's n-gram model ({kn_dir}) has order 4, above the network's n = 3, and a SavedModel reads only "
-        "the n - 1 words the network sees; pass --nomixture, or fit the mixture (evaluate --ngram_dir) with an "
-        "n-gram of order 3 or less."
+        f"the mixture's n-gram model ({kn_dir}) has order 4, above the network's n = 3, and the serving graph "
+        "(export, generate) reads only the n - 1 words the network sees; pass --nomixture, or fit the mixture "
+        "(evaluate --ngram_dir) with an n-gram of order 3 or less."
     )
     out = tmp_path / "out"
     helpers.assert_one_sentence(

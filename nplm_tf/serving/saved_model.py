@@ -58,8 +58,8 @@ def load_mixture(model_dir: str, vocab: vocab_lib.Vocabulary, order: int):
     if model.order > order:
         raise ConfigError(
             f"the mixture's n-gram model ({ngram_dir}) has order {model.order}, above the network's n = {order}, "
-            f"and a SavedModel reads only the n - 1 words the network sees; pass --nomixture, or fit the mixture "
-            f"(evaluate --ngram_dir) with an n-gram of order {order} or less."
+            f"and the serving graph (export, generate) reads only the n - 1 words the network sees; pass "
+            f"--nomixture, or fit the mixture (evaluate --ngram_dir) with an n-gram of order {order} or less."
         )
     return ngram_graph.serving_model(model, saved["context_frequency"]), saved
 
