@@ -199,6 +199,32 @@ def test_generate_equals_the_signature_with_the_same_seed(trained):
     generate_equals_the_signature(trained, os.path.join(trained["model"], "export", "1"), 5, 3, 5)
 
 
+def test_many_samples_are_generated_a_group_at_a_time_each_group_the_signatures_rows_for_its_seed(trained):
+    """All rows were one batch, whose outputs grow without bound (2·10⁹ rows ended in a segmentation fault)."""
+    from nplm_tf import generate
+
+    rows = generate.ROWS_PER_CALL
+    args = ["--prompt=the cat", "--seed=5", f"--num_samples={rows + 2}", "--max_tokens=8"]
+    result = helpers.run_binary("nplm_tf.generate", f"--model_dir={trained['model']}", *args)
+    assert result.returncode == 0, result.stderr[-2000:]
+    signature = tf.saved_model.load(os.path.join(trained["model"], "export", "1")).signatures["generate"]
+
+    def texts(count, seed):
+        out = signature(
+            prompt=tf.constant(["the cat"] * count),
+            max_tokens=tf.constant(8),
+            temperature=tf.constant(1.0),
+            top_k=tf.constant(0),
+            seed=tf.constant(seed, tf.int64),
+            allow_unk=tf.constant(False),
+        )
+        return [t.decode() for t in out["text"].numpy()]
+
+    first, second = texts(rows, 5), texts(2, generate.group_seed(5, 1))
+    assert result.stdout.splitlines() == first + second
+    assert second != first[:2] and generate.group_seed(5, 1) not in (5, generate.group_seed(6, 1))
+
+
 def test_query_and_generate_compute_in_the_precision_asked(trained, tmp_path):
     """--precision (the float32 run computed in bfloat16): query's perplexity is evaluate --precision's, not the
     run's own; generate takes the flag and draws the text of an export in the same precision (this tiny model
