@@ -138,6 +138,22 @@ def _silence_known_warnings() -> None:
     warnings.filterwarnings("ignore", message=r".*expected to already be shuffled")
 
 
+def out_of_memory_sentence(error: BaseException) -> str | None:
+    """The one sentence for an allocation that failed (TensorFlow's ResourceExhaustedError, Python's MemoryError),
+    else None. TensorFlow is not imported here: an error of its kind exists only once it is loaded."""
+    if isinstance(error, MemoryError):
+        detail = "Python could not allocate what it needed"
+    else:
+        tf_errors = getattr(sys.modules.get("tensorflow"), "errors", None)
+        if tf_errors is None or not isinstance(error, tf_errors.ResourceExhaustedError):
+            return None
+        shape = re.search(r"OOM when allocating tensor with shape\[([^\]]*)\]", str(error))
+        detail = f"a tensor of shape [{shape[1]}] could not be allocated" if shape else str(error).splitlines()[0]
+    return (
+        f"out of memory: {detail}; use smaller settings (batch, layer sizes, vocabulary) or a machine with more memory."
+    )
+
+
 INTERRUPTED = "interrupted."
 INTERRUPTED_RESUMABLE = "interrupted; run the same command again to resume from the last finished epoch."
 
@@ -170,6 +186,11 @@ def guarded(
             main(*args)
         except USER_ERRORS as e:
             fail(str(e))
+        except Exception as e:  # an allocation that failed (MemoryError included) is one sentence; the rest propagate
+            sentence = out_of_memory_sentence(e)
+            if sentence is None:
+                raise
+            fail(sentence)
         except KeyboardInterrupt:
             fail(INTERRUPTED_RESUMABLE if resumable else INTERRUPTED, 130)
 

@@ -460,6 +460,20 @@ def test_an_output_path_that_cannot_be_written_is_refused_before_any_work(module
     assert a_file.read_text() == "keep me\n" and sorted(os.listdir(tmp_path)) == ["a_file"]
 
 
+def test_running_out_of_memory_is_one_sentence(data, tmp_path):
+    """Once TensorFlow's ResourceExhaustedError traceback (or Python's MemoryError): h = 2·10⁹ asks for an H
+    of 2·10⁹ rows, over a hundred gigabytes."""
+    from pipelines import app
+
+    result = helpers.run_binary(
+        "nplm_tf.train", f"--model_dir={tmp_path / 'm'}", *TINY, *data[1], "--hidden_dim=2000000000"
+    )
+    helpers.assert_one_sentence(result, "out of memory: a tensor of shape [")
+    assert "use smaller settings (batch, layer sizes, vocabulary)" in result.stderr and result.returncode == 1
+    assert app.out_of_memory_sentence(MemoryError()).startswith("out of memory: Python could not allocate")
+    assert app.out_of_memory_sentence(ValueError("OOM when allocating tensor with shape[3,4]")) is None
+
+
 def test_damaged_weights_are_one_sentence_and_the_run_is_left_as_it_was(trained, tmp_path):
     """best.weights.h5 truncated since training: once an h5py OSError traceback from every tool."""
     model_dir = tmp_path / "m"
