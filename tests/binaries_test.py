@@ -395,6 +395,11 @@ def test_interrupted_training_resumes(sig, code, data, tmp_path):
         # train's --ngram_dir is read as train reads it (it was ignored: hours of training on another tail)
         ("benchmarks.brown", ["--model_dir=OUT", "--shortlist=5", "--ngram_dir=/no/such"], "vocab.tsv does not exist"),
         ("benchmarks.pipeline", ["--repeat=0"], "repeat=0 must be at least 1."),
+        (
+            "nplm_tf.train",
+            ["--model_dir=OUT", "--num_cpu_devices=2"],  # ignored: one replica trained
+            "num_cpu_devices=2 splits the CPU into MirroredStrategy's replicas; use it with --strategy=mirrored",
+        ),
         # Keras's fit cannot start on unequal replica batches (once an AddN shape error after the run was set up)
         (
             "nplm_tf.train",
