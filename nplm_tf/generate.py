@@ -7,10 +7,10 @@ Prints one continuation per line. `--temperature` ≤ 0 is greedy; `--top_k` ≤
 prompt(s), seed and settings the text equals the signature's (of an export in the same `--precision`); a
 fitted mixture (mixture.json) is used as the export uses it, unless --nomixture.
 
-The continuations are made ROWS_PER_CALL at a time and printed as they come: the first ROWS_PER_CALL are the
-signature's rows for --seed, each later group the signature's rows for a seed derived from (--seed, group), so
-any --num_samples runs in the memory of one group (as one batch, a million rows of Brown's 14,118 float32
-outputs are 56 GB a step, and 2·10⁹ rows of a 302-word model ended in a segmentation fault).
+The continuations are made 256 at a time (`server.GENERATE_ROWS`) and printed as they come: the first 256
+are the signature's rows for --seed, each later group the signature's rows for a seed derived from (--seed,
+group), so any --num_samples runs in the memory of one group (as one batch, a million rows of Brown's 14,118
+float32 outputs are 56 GB a step, and 2·10⁹ rows of a 302-word model ended in a segmentation fault).
 """
 
 import math
@@ -29,7 +29,6 @@ SEED = flags.DEFINE_integer("seed", 0, "Seed of the (stateless) sampling: the sa
 NUM_SAMPLES = flags.DEFINE_integer(
     "num_samples", 1, "Continuations of the prompt (made and printed 256 at a time, each group its own seed)."
 )
-ROWS_PER_CALL = 256
 ALLOW_UNK = flags.DEFINE_boolean("allow_unk", False, "Let <unk> be generated.")
 MIXTURE = flags.DEFINE_boolean("mixture", True, "Use the n-gram mixture when MODEL_DIR/mixture.json exists.")
 PRECISION = run_dir.precision_flag("Generate")
@@ -59,30 +58,19 @@ def main(argv, checked):
     scalar = tf.TensorSpec([], tf.int32), tf.TensorSpec([], tf.float32), tf.TensorSpec([], tf.int32)
     signature = [tf.TensorSpec([None], tf.string), *scalar, tf.TensorSpec([], tf.int64), tf.TensorSpec([], tf.bool)]
     generate = serving.generate  # eager: one group (most runs) would spend seconds tracing
-    if NUM_SAMPLES.value > ROWS_PER_CALL:  # traced once: 0.2 s a group instead of 2 eagerly (a tiny model here)
+    if NUM_SAMPLES.value > server.GENERATE_ROWS:  # traced once: 0.2 s a group instead of 2 eagerly (a tiny model here)
         generate = tf.function(generate, input_signature=signature)
-    for group, start in enumerate(range(0, NUM_SAMPLES.value, ROWS_PER_CALL)):
-        rows = min(ROWS_PER_CALL, NUM_SAMPLES.value - start)
+    for group, start in enumerate(range(0, NUM_SAMPLES.value, server.GENERATE_ROWS)):
+        rows = min(server.GENERATE_ROWS, NUM_SAMPLES.value - start)
         out = generate(
             tf.constant([PROMPT.value] * rows),
             tf.constant(MAX_TOKENS.value),
             tf.constant(TEMPERATURE.value, tf.float32),
             tf.constant(TOP_K.value),
-            tf.constant(group_seed(SEED.value, group), tf.int64),
+            tf.constant(server.group_seed(SEED.value, group), tf.int64),
             tf.constant(ALLOW_UNK.value),
         )
         print("\n".join(text.decode("utf-8") for text in out["text"].numpy()), flush=True)
-
-
-def group_seed(seed: int, group: int) -> int:
-    """The signature's seed for the `group`-th ROWS_PER_CALL rows: `seed` itself for the first, then a 64-bit
-    seed drawn from (seed, group), so that no two groups (of this seed or another) repeat each other's draws."""
-    if group == 0:
-        return seed
-    import numpy as np
-
-    state = np.random.SeedSequence([seed % 2**64, group]).generate_state(1, np.uint64)
-    return int(state.view(np.int64)[0])
 
 
 def run():

@@ -90,15 +90,20 @@ def test_the_nearest_word_of_cat_is_dog_and_random_features_fail_it(trained):
     lines = dict(line.split(":\t") for line in result.stdout.splitlines() if ":\t" in line)
     assert lines["cat"].split()[0] == "dog"
 
+    import keras
+
     from nplm_tf import run_dir
     from nplm_tf.network import model as model_lib
     from nplm_tf.tools import embeddings
 
     config, vocab, _ = run_dir.load_trained(trained["model"])
-    untrained = model_lib.build_model(config, vocab.size)  # the same shapes, random features
     index = {w: i for i, w in enumerate(vocab.words)}
-    nearest = embeddings.nearest(embeddings.features(untrained), index["cat"], 1)[0][0]
-    assert vocab.words[nearest] != "dog"
+    chance = 0
+    for seed in range(10):  # the same shapes, random features: dog is cat's nearest by chance (1 in |V| - 2 = 30)
+        keras.utils.set_random_seed(seed)  # once the worker's global state, so ~3% of runs failed by chance
+        untrained = model_lib.build_model(config, vocab.size)
+        chance += vocab.words[embeddings.nearest(embeddings.features(untrained), index["cat"], 1)[0][0]] == "dog"
+    assert chance <= 2
 
 
 def test_nearest_never_lists_the_word_itself_even_when_k_exceeds_the_vocabulary():
@@ -201,9 +206,9 @@ def test_generate_equals_the_signature_with_the_same_seed(trained):
 
 def test_many_samples_are_generated_a_group_at_a_time_each_group_the_signatures_rows_for_its_seed(trained):
     """All rows were one batch, whose outputs grow without bound (2·10⁹ rows ended in a segmentation fault)."""
-    from nplm_tf import generate
+    from nplm_tf.serving import server  # not the binary: its flags would clash with other modules' in a worker
 
-    rows = generate.ROWS_PER_CALL
+    rows = server.GENERATE_ROWS
     args = ["--prompt=the cat", "--seed=5", f"--num_samples={rows + 2}", "--max_tokens=8"]
     result = helpers.run_binary("nplm_tf.generate", f"--model_dir={trained['model']}", *args)
     assert result.returncode == 0, result.stderr[-2000:]
@@ -220,9 +225,9 @@ def test_many_samples_are_generated_a_group_at_a_time_each_group_the_signatures_
         )
         return [t.decode() for t in out["text"].numpy()]
 
-    first, second = texts(rows, 5), texts(2, generate.group_seed(5, 1))
+    first, second = texts(rows, 5), texts(2, server.group_seed(5, 1))
     assert result.stdout.splitlines() == first + second
-    assert second != first[:2] and generate.group_seed(5, 1) not in (5, generate.group_seed(6, 1))
+    assert second != first[:2] and server.group_seed(5, 1) not in (5, server.group_seed(6, 1))
 
 
 def test_query_and_generate_compute_in_the_precision_asked(trained, tmp_path):

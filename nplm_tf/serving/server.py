@@ -19,6 +19,18 @@ from pipelines import vocabulary as vocab_lib
 SCORE_CHUNK = 2048  # windows per network call when scoring: bounds memory for long texts
 DEFAULT_K = 10
 MAX_GENERATE = 1024  # generate's max_tokens is clipped to this
+GENERATE_ROWS = 256  # `nplm_tf.generate` makes its --num_samples rows this many at a time
+
+
+def group_seed(seed: int, group: int) -> int:
+    """`nplm_tf.generate`'s seed for its `group`-th GENERATE_ROWS rows: `seed` itself for the first, then a
+    64-bit seed drawn from (seed, group), so that no two groups (of this seed or another) repeat each other's."""
+    if group == 0:
+        return seed
+    import numpy as np
+
+    state = np.random.SeedSequence([seed % 2**64, group]).generate_state(1, np.uint64)
+    return int(state.view(np.int64)[0])
 
 
 class Server(tf.Module):
