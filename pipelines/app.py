@@ -139,16 +139,26 @@ def _silence_known_warnings() -> None:
 
 
 def out_of_memory_sentence(error: BaseException) -> str | None:
-    """The one sentence for an allocation that failed (TensorFlow's ResourceExhaustedError, Python's MemoryError),
-    else None. TensorFlow is not imported here: an error of its kind exists only once it is loaded."""
+    """The one sentence for an exhausted resource (TensorFlow's ResourceExhaustedError, Python's MemoryError),
+    else None. TensorFlow reports a full disk (ENOSPC) with the same error as a failed allocation, so the
+    sentence says which. TensorFlow is not imported here: an error of its kind exists only once it is loaded."""
     if isinstance(error, MemoryError):
         detail = "Python could not allocate what it needed"
     else:
         tf_errors = getattr(sys.modules.get("tensorflow"), "errors", None)
         if tf_errors is None or not isinstance(error, tf_errors.ResourceExhaustedError):
             return None
-        shape = re.search(r"OOM when allocating tensor with shape\[([^\]]*)\]", str(error))
-        detail = f"a tensor of shape [{shape[1]}] could not be allocated" if shape else str(error).splitlines()[0]
+        text = str(error)
+        first = text.strip().splitlines()[0] if text.strip() else type(error).__name__
+        if "No space left on device" in text:
+            return f"out of disk space ({first.rstrip('.')}); free some space and run the same command again."
+        shape = re.search(r"OOM when allocating tensor with shape\[([^\]]*)\]", text)
+        if shape:
+            detail = f"a tensor of shape [{shape[1]}] could not be allocated"
+        elif "OOM" in text or "memory" in text.lower():
+            detail = first
+        else:
+            return f"TensorFlow ran out of a resource: {first.rstrip('.')}."
     return (
         f"out of memory: {detail}; use smaller settings (batch, layer sizes, vocabulary) or a machine with more memory."
     )
