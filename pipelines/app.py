@@ -17,6 +17,7 @@ settings apply) are filtered out of standard error, everything else passed on.
 
 from __future__ import annotations
 
+import errno
 import os
 import re
 import sys
@@ -138,18 +139,22 @@ def _silence_known_warnings() -> None:
     warnings.filterwarnings("ignore", message=r".*expected to already be shuffled")
 
 
-def out_of_memory_sentence(error: BaseException) -> str | None:
+def exhausted_resource_sentence(error: BaseException) -> str | None:
     """The one sentence for an exhausted resource (TensorFlow's ResourceExhaustedError, Python's MemoryError),
     else None. TensorFlow reports a full disk (ENOSPC) with the same error as a failed allocation, so the
     sentence says which. TensorFlow is not imported here: an error of its kind exists only once it is loaded."""
     if isinstance(error, MemoryError):
         detail = "Python could not allocate what it needed"
+    elif isinstance(error, OSError) and error.errno == errno.ENOSPC:  # Python's own writes
+        where = f"{error.filename}: " if error.filename else ""
+        return f"out of disk space ({where}{error.strerror}); free some space and run the same command again."
     else:
         tf_errors = getattr(sys.modules.get("tensorflow"), "errors", None)
         if tf_errors is None or not isinstance(error, tf_errors.ResourceExhaustedError):
             return None
         text = str(error)
         first = text.strip().splitlines()[0] if text.strip() else type(error).__name__
+        first = re.sub(r"^\{\{[^}]*\}\}\s*|\s*\[Op:\w+\]\s*$", "", first)  # the op's wrapping, if any
         if "No space left on device" in text:
             return f"out of disk space ({first.rstrip('.')}); free some space and run the same command again."
         shape = re.search(r"OOM when allocating tensor with shape\[([^\]]*)\]", text)
@@ -197,7 +202,7 @@ def guarded(
         except USER_ERRORS as e:
             fail(str(e))
         except Exception as e:  # an allocation that failed (MemoryError included) is one sentence; the rest propagate
-            sentence = out_of_memory_sentence(e)
+            sentence = exhausted_resource_sentence(e)
             if sentence is None:
                 raise
             fail(sentence)

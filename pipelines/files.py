@@ -14,6 +14,7 @@ import json
 import os
 import re
 import shutil
+import stat
 import time
 from typing import Callable, Iterator
 
@@ -35,13 +36,28 @@ def temporary_name(path: str) -> str:
     return os.path.join(directory, f"{TMP_PREFIX}{os.getpid()}-{name}")
 
 
+def is_special_file(path: str) -> bool:
+    """Whether `path` exists and is neither a regular file nor a directory (after symlinks): a device, a FIFO,
+    a terminal, such as `/dev/stdout` or `/dev/null`. It can only be written in place, never replaced."""
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:
+        return False
+    return not (stat.S_ISREG(mode) or stat.S_ISDIR(mode))
+
+
 @contextlib.contextmanager
 def atomic_output(path: str) -> Iterator[str]:
     """Yields a temporary name to write; on success it becomes `path`.
 
     If the block raises (KeyboardInterrupt included), the temporary file is
-    removed and `path` is left as it was.
+    removed and `path` is left as it was. A special file (`is_special_file`: `--per_token=/dev/stdout`, a
+    FIFO) is yielded itself and written in place: renaming over it replaced the device or pipe with a
+    regular file (where the directory allowed it, as root in /dev).
     """
+    if is_special_file(path):
+        yield path
+        return
     tmp = temporary_name(path)
     try:
         yield tmp
@@ -84,6 +100,10 @@ def check_output_file(flag: str, path: str) -> None:
     anything runs: the file is written last, and a bad name found then would waste the work."""
     if os.path.isdir(path):
         raise UserError(f"--{flag}={path} is a directory; give a file name.")
+    if is_special_file(path):  # written in place (/dev/stdout, a FIFO): its directory (/dev) need not be writable
+        if not os.access(path, os.W_OK):
+            raise UserError(f"--{flag}={path} is not writable.")
+        return
     directory = os.path.dirname(os.path.abspath(path))
     if not os.path.isdir(directory):
         raise UserError(f"--{flag}={path}: its directory {directory} does not exist; create it first.")

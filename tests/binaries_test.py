@@ -1,5 +1,6 @@
 """The real absl binaries, run as a user would run them."""
 
+import errno
 import json
 import math
 import os
@@ -475,8 +476,10 @@ def test_running_out_of_memory_is_one_sentence(data, tmp_path):
     )
     helpers.assert_one_sentence(result, "out of memory: a tensor of shape [")
     assert "use smaller settings (batch, layer sizes, vocabulary)" in result.stderr and result.returncode == 1
-    assert app.out_of_memory_sentence(MemoryError()).startswith("out of memory: Python could not allocate")
-    assert app.out_of_memory_sentence(ValueError("OOM when allocating tensor with shape[3,4]")) is None
+    assert app.exhausted_resource_sentence(MemoryError()).startswith("out of memory: Python could not allocate")
+    full = app.exhausted_resource_sentence(OSError(errno.ENOSPC, "No space left on device"))
+    assert full == "out of disk space (No space left on device); free some space and run the same command again."
+    assert app.exhausted_resource_sentence(ValueError("OOM when allocating tensor with shape[3,4]")) is None
 
 
 def test_damaged_weights_are_one_sentence_and_the_run_is_left_as_it_was(trained, tmp_path):
@@ -531,3 +534,23 @@ def test_help_lists_the_path_flags_with_the_binarys_own(module, path_flags):
     result = helpers.run_binary(module, "--help")  # exits 1, as absl's --help does
     own = result.stdout.split(f"{module.replace('.', '/')}.py:", 1)[1].split("\n\n", 1)[0]
     assert all(f"  --{name}: " in own for name in path_flags), own
+
+
+def test_per_token_to_a_pipe_is_written_into_it(trained, tmp_path):
+    """`--per_token=/dev/stdout` or a FIFO: once the finished table was renamed over it (a regular file in its
+    place) or refused when its directory (/dev) was not writable."""
+    import stat
+
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    out = tmp_path / "read.tsv"
+    reader = subprocess.Popen(["sh", "-c", f"cat '{fifo}' > '{out}'"])
+    try:
+        result = helpers.run_binary("nplm_tf.evaluate", f"--model_dir={trained[0]}", f"--per_token={fifo}")
+        reader.wait(timeout=60)
+    finally:
+        reader.kill()
+    assert result.returncode == 0, result.stderr[-2000:]
+    rows = out.read_text().splitlines()
+    assert rows and all(len(row.split("\t")) == 3 for row in rows) and rows[-1].startswith("</s>\t")
+    assert stat.S_ISFIFO(os.stat(fifo).st_mode) and sorted(os.listdir(tmp_path)) == ["pipe", "read.tsv"]

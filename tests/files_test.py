@@ -133,3 +133,30 @@ def test_directories_made_for_a_failed_step_are_removed_up_to_one_that_holds_fil
     assert not (tmp_path / "kept" / "a" / "b").exists()
     assert (tmp_path / "kept" / "a" / "note.txt").read_text() == "someone else's\n"
     assert files.make_directories(str(tmp_path / "kept")) == []
+
+
+def _read_fifo_in_background(fifo):
+    """A reader of `fifo` (`cat`, so that a writer never blocks on it) and the file it copies into."""
+    import subprocess
+
+    out = fifo.parent / "read.txt"
+    return subprocess.Popen(["sh", "-c", f"cat '{fifo}' > '{out}'"]), out
+
+
+def test_a_special_file_is_written_in_place_not_replaced(tmp_path):
+    """`--per_token=/dev/stdout` or a FIFO: renaming a temporary file over it replaced the device or pipe with a
+    regular file (as root, /dev/stdout and /dev/full themselves)."""
+    import stat
+
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    assert files.is_special_file(str(fifo)) and not files.is_special_file(str(tmp_path))
+    files.check_output_file("per_token", str(fifo))
+    reader, out = _read_fifo_in_background(fifo)
+    try:
+        files.write_text(str(fifo), "tokens\n")
+        reader.wait(timeout=30)
+    finally:
+        reader.kill()
+    assert out.read_text() == "tokens\n" and stat.S_ISFIFO(os.stat(fifo).st_mode)
+    assert listing(tmp_path) == ["pipe", "read.txt"]  # no temporary beside it

@@ -204,7 +204,7 @@ def test_an_exhausted_resource_is_one_sentence_naming_which():
     from pipelines import app
 
     def sentence(message):
-        return app.out_of_memory_sentence(tf.errors.ResourceExhaustedError(None, None, message))
+        return app.exhausted_resource_sentence(tf.errors.ResourceExhaustedError(None, None, message))
 
     assert sentence("OOM when allocating tensor with shape[3,4] and type float on CPU").startswith(
         "out of memory: a tensor of shape [3,4] could not be allocated; use smaller settings"
@@ -215,7 +215,7 @@ def test_an_exhausted_resource_is_one_sentence_naming_which():
         == "out of disk space (runs/m/backup/w.tmp; No space left on device); free some space and run the same command again."
     )
     assert sentence("some quota exceeded") == "TensorFlow ran out of a resource: some quota exceeded."
-    assert app.out_of_memory_sentence(tf.errors.InvalidArgumentError(None, None, "OOM")) is None
+    assert app.exhausted_resource_sentence(tf.errors.InvalidArgumentError(None, None, "OOM")) is None
 
 
 def test_learning_rate_follows_the_papers_schedule():
