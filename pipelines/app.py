@@ -140,7 +140,7 @@ def _silence_known_warnings() -> None:
 
 
 def exhausted_resource_sentence(error: BaseException) -> str | None:
-    """The one sentence for an exhausted resource (TensorFlow's ResourceExhaustedError, Python's MemoryError),
+    """The one sentence for an exhausted resource (TensorFlow's ResourceExhaustedError, MemoryError, ENOSPC),
     else None. TensorFlow reports a full disk (ENOSPC) with the same error as a failed allocation, so the
     sentence says which. TensorFlow is not imported here: an error of its kind exists only once it is loaded."""
     if isinstance(error, MemoryError):
@@ -201,7 +201,7 @@ def guarded(
             main(*args)
         except USER_ERRORS as e:
             fail(str(e))
-        except Exception as e:  # an allocation that failed (MemoryError included) is one sentence; the rest propagate
+        except Exception as e:  # memory or disk run out: one sentence; any other error propagates
             sentence = exhausted_resource_sentence(e)
             if sentence is None:
                 raise
