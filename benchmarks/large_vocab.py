@@ -7,10 +7,11 @@ in OUTPUT/<variant>/, one epoch at a time and in turn (epoch 1 of every variant,
 variant, ...), so the host's drifting speed spreads over all of them. After each epoch it records the
 training seconds and tokens/s, the exact valid and test perplexity (of the best epoch so far; the runs
 are ordinary resumable `nplm_tf.train` directories), and the share of CPU time the host's hypervisor took
-meanwhile (`benchmarks.host`: on a virtual machine, tens of percent mean the epoch measured its neighbours). At the end each variant is exported and served in
-process, every export in turn over --rounds rounds: `score` tokens/s at batch 64 (with its ratio to the
-full softmax's in the same round) and `next_word` p50, beside a one-op signature called the same way
-(`serving_lib.call_floor_export`; --serve_only measures this part again). It prints
+meanwhile (`benchmarks.host`: on a virtual machine, tens of percent mean the epoch measured its
+neighbours). At the end each variant is exported and served in process, every export in turn over --rounds
+rounds: `score` tokens/s at batch 64 (with its ratio to the full softmax's in the same round) and
+`next_word` p50, beside a one-op signature called the same way (`serving_lib.call_floor_export`;
+--serve_only measures this part again). It prints
 one JSON line per epoch and writes OUTPUT/large_vocab.json and OUTPUT/large_vocab.md, and with
 --readme=benchmarks/README.md puts the table there between its markers. A rerun continues.
 """
