@@ -55,11 +55,10 @@ def main(argv, checked):
     config, vocab, model = run_dir.load_trained(MODEL_DIR.value, PRECISION.value)
     ngram, _ = saved_model.load_mixture(MODEL_DIR.value, vocab, config.order) if MIXTURE.value else (None, None)
     serving = server.Server(model, vocab, run_dir.RunDir(MODEL_DIR.value).vocab_path, ngram)
-    scalar = tf.TensorSpec([], tf.int32), tf.TensorSpec([], tf.float32), tf.TensorSpec([], tf.int32)
-    signature = [tf.TensorSpec([None], tf.string), *scalar, tf.TensorSpec([], tf.int64), tf.TensorSpec([], tf.bool)]
     generate = serving.generate  # eager: one group (most runs) would spend seconds tracing
     if NUM_SAMPLES.value > server.GENERATE_ROWS:  # traced once: 0.2 s a group instead of 2 eagerly (a tiny model here)
-        generate = tf.function(generate, input_signature=signature)
+        scalars = [tf.TensorSpec([], dtype) for dtype in (tf.int32, tf.float32, tf.int32, tf.int64, tf.bool)]
+        generate = tf.function(generate, input_signature=[tf.TensorSpec([None], tf.string), *scalars])
     for group, start in enumerate(range(0, NUM_SAMPLES.value, server.GENERATE_ROWS)):
         rows = min(server.GENERATE_ROWS, NUM_SAMPLES.value - start)
         out = generate(

@@ -144,11 +144,7 @@ def check_flags():
     """The run's config and corpus, once every flag value that can be checked without data or TensorFlow is
     (`app.run` calls it first)."""
     strategies.check_cpu_devices(NUM_CPU_DEVICES.value)
-    if NUM_CPU_DEVICES.value > 1 and STRATEGY.value != "mirrored":  # it was ignored
-        raise ConfigError(
-            f"num_cpu_devices={NUM_CPU_DEVICES.value} splits the CPU into MirroredStrategy's replicas; use it with "
-            f"--strategy=mirrored (--strategy={STRATEGY.value} trains on one device per process)."
-        )
+    strategies.check_cpu_split(NUM_CPU_DEVICES.value, STRATEGY.value)
     if STRATEGY.value == "multi_worker":
         strategies.check_tf_config()
     config = config_from_flags()

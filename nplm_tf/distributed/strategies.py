@@ -22,6 +22,16 @@ def check_local_sgd(sync_every: int, multi_worker: bool) -> None:
         )
 
 
+def check_cpu_split(num_devices: int, strategy: str) -> None:
+    """The CPU split (`--num_cpu_devices` > 1) makes MirroredStrategy's replicas; under another strategy it
+    would be ignored."""
+    if num_devices > 1 and strategy != "mirrored":
+        raise ConfigError(
+            f"num_cpu_devices={num_devices} splits the CPU into MirroredStrategy's replicas; use it with "
+            f"--strategy=mirrored (--strategy={strategy} trains on one device per process)."
+        )
+
+
 def check_batch_split(batch_size: int, replicas: int) -> None:
     """Keras's `fit` under MirroredStrategy needs every batch to split evenly over the replicas.
 
