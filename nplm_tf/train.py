@@ -149,7 +149,7 @@ def check_flags():
         strategies.check_tf_config()
     config = config_from_flags()
     strategies.check_local_sgd(config.sync_every, STRATEGY.value == "multi_worker")
-    if STRATEGY.value == "mirrored":  # the CPU split's replicas; a GPU count is checked once TensorFlow finds it
+    if STRATEGY.value == "mirrored":  # the CPU split's replicas; GPUs are counted once TensorFlow loads (main)
         strategies.check_batch_split(config.batch_size, NUM_CPU_DEVICES.value)
     return config, corpus_flags.corpus_from_flags()  # the corpus flags checked, and that its files exist
 
@@ -174,12 +174,19 @@ def train_from_flags(config, corpus) -> dict:
         from nplm_tf.training import run_setup
 
         with TrainingLock(MODEL_DIR.value) as lock:
+            strategy = None
+            if STRATEGY.value == "mirrored":
+                # A machine's GPUs (the replicas) are known only once TensorFlow loads: the batch's split over
+                # them is checked before anything is written, at the cost of loading TensorFlow first.
+                strategy = _strategy(config)
+                strategies.check_batch_split(config.batch_size, strategy.num_replicas_in_sync)
             # The data, the vocabulary and the tail n-gram are checked (and a new run set up) before TensorFlow
             # loads, which takes seconds: a bad file or a flag that depends on |V| is refused at once.
             set_up = run_setup.set_up_run(config, MODEL_DIR.value, corpus, TAIL_NGRAM_DIR.value, lock)
             metrics = set_up[0]  # a run that finished with this config: its metrics, nothing loaded
             if metrics is None:
-                strategy = _strategy(config)
+                if strategy is None:
+                    strategy = _strategy(config)
                 from nplm_tf.training import trainer
 
                 metrics = trainer.train_and_evaluate(

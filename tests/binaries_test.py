@@ -466,6 +466,28 @@ def test_an_output_path_that_cannot_be_written_is_refused_before_any_work(module
     assert a_file.read_text() == "keep me\n" and sorted(os.listdir(tmp_path)) == ["a_file"]
 
 
+def test_mirrored_replicas_found_by_tensorflow_are_checked_before_the_run_is_set_up(data, tmp_path):
+    """GPUs are counted only once TensorFlow loads: train with 3 of them (the strategy stands in for them) and
+    the default batch 256 refused before anything is written (once after the run was set up, the directory
+    left as a run that finished no epoch)."""
+    model_dir = tmp_path / "model"
+    script = (
+        "import sys\n"
+        "from nplm_tf import train\n"
+        "class ThreeGPUs:\n"
+        "    num_replicas_in_sync = 3\n"
+        "train._strategy = lambda config: ThreeGPUs()\n"
+        "train.run()\n"
+    )
+    flags = [f"--model_dir={model_dir}", "--strategy=mirrored", *TINY, "--batch_size=256", *data[1]]
+    env = dict(os.environ, NLTK_DATA=helpers.SHARED_NLTK)
+    result = subprocess.run(
+        [sys.executable, "-c", script, *flags], cwd=helpers.ROOT, env=env, capture_output=True, text=True, timeout=300
+    )
+    helpers.assert_one_sentence(result, "batch_size=256 does not split evenly over the 3 replicas of a mirrored")
+    assert not model_dir.exists()
+
+
 def test_running_out_of_memory_is_one_sentence(data, tmp_path):
     """Once TensorFlow's ResourceExhaustedError traceback (or Python's MemoryError): h = 2·10⁹ asks for an H
     of 2·10⁹ rows, over a hundred gigabytes."""
