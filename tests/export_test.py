@@ -255,12 +255,37 @@ def test_mixture_export_serves_evaluates_probabilities(run, tmp_path, smoothing,
     top = served.signatures["next_word"](text=tf.constant(["the cat"]), k=tf.constant(vocab.size))
     assert top["probabilities"].numpy().sum() == pytest.approx(1.0, abs=1e-4)
     helpers.check_top_k_generation(served, "the cat", k=3)  # the mixture's ranking
-    if smoothing == "kneser_ney":  # training on: its export keeps serving the mixture, and says it was fitted before
+    if smoothing == "kneser_ney":
+        # Training on fits the mixture again, to the network trained now (its export once served the weights
+        # fitted to the network as it was), and reports it in metrics.json.
+        capsys.readouterr()
         extended = trainer.train_and_evaluate(helpers.tiny_config(epochs=3), work, corpus, verbose=0)
-        assert json.load(open(os.path.join(extended["export"], "assets", "export.json")))["mixture"] is not None
-        assert "note: this export serves the mixture that evaluate --ngram_dir fitted before this training" in (
-            capsys.readouterr().out
+        assert "fitted the mixture with" in capsys.readouterr().out
+        config, vocab, model = run_dir.load_trained(work)
+        valid = ngram_lib.token_arrays(corpus["valid"], vocab)
+        refit = mixture.bucket_weights(
+            scoring.token_probabilities(model, eval_dataset(corpus["valid"], vocab, config)),
+            ngram.token_probabilities(valid),
+            mixture.frequency_buckets(ngram.context_counts(valid), len(weights)),
+            len(weights),
         )
+        saved = json.load(open(os.path.join(work, "mixture.json")))
+        np.testing.assert_allclose(saved["context_frequency"], refit, rtol=1e-6)
+        out = tf.saved_model.load(extended["export"]).signatures["score"](text=tf.constant(lines))
+        served_ln = out["token_log_probs"].numpy()[out["mask"].numpy()]
+        reported = extended["mixture"]["context_frequency"]["perplexity"]
+        assert np.exp(-served_ln.mean()) == pytest.approx(reported, rel=1e-6)
+        assert (
+            json.load(open(os.path.join(work, "metrics.json")))["mixture"]["context_frequency"]["weights"]
+            == (saved["context_frequency"])
+        )
+        # Its n-gram gone: training ends as before, mixture.json is left as it was, and the export has none.
+        shutil.rmtree(kn_dir)
+        again = trainer.train_and_evaluate(helpers.tiny_config(epochs=4), work, corpus, verbose=0)
+        printed = capsys.readouterr().out
+        assert f"not fitted to the network trained now: its n-gram model {kn_dir} no longer exists" in printed
+        assert json.load(open(os.path.join(work, "mixture.json"))) == saved and "mixture" not in again
+        assert json.load(open(os.path.join(again["export"], "assets", "export.json")))["mixture"] is None
 
 
 def test_a_mixture_of_a_longer_n_gram_than_the_network_is_refused_by_the_serving_tools_with_a_way_out(run, tmp_path):

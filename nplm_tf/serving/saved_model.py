@@ -105,12 +105,6 @@ def export(
             raise
         print(f"note: this export serves the network alone, without the mixture of mixture.json: {e}", flush=True)
         ngram, saved = None, None
-    if mixture is None and saved is not None:  # fitted to the network as it was before this training
-        print(
-            "note: this export serves the mixture that evaluate --ngram_dir fitted before this training "
-            "(mixture.json); run it again to fit the mixture's weights to the network trained now.",
-            flush=True,
-        )
 
     server = server_lib.Server(model, vocab, run.vocab_path, ngram)
     info = {

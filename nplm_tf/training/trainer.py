@@ -7,6 +7,7 @@ optimizer state.
 
 from __future__ import annotations
 
+import os
 import sys
 
 import keras
@@ -27,6 +28,7 @@ from nplm_tf.training.data import Data
 from pipelines import corpus as corpus_lib
 from pipelines import files
 from pipelines import vocabulary as vocab_lib
+from pipelines.errors import UserError
 
 
 def build_compiled_model(config: Config, vocab: vocab_lib.Vocabulary, strategy: tf.distribute.Strategy) -> keras.Model:
@@ -166,7 +168,9 @@ def finish_run(
     model.keras, the SavedModel and, last, metrics.json. Returns the metrics."""
     run = RunDir(model_dir)
     run.load_best_weights(model)
-    metrics = evaluate_all(model, data, corpus, config)
+    mixed = write and run.read_mixture()  # fitted by evaluate --ngram_dir to the network as it was
+    probs = {} if mixed else None
+    metrics = evaluate_all(model, data, corpus, config, probs)
     metrics["epochs"] = list(run.read_history().values())
     metrics["train_seconds"] = sum(e["seconds"] for e in metrics["epochs"])
     metrics["best_epoch"] = min(metrics["epochs"], key=lambda e: e["valid_perplexity"])["epoch"]
@@ -174,20 +178,54 @@ def finish_run(
     if write:
         files.replace_atomically(run.keras_file, model.save)
         embeddings.write_projector(run, data.vocab, embeddings.features(model))  # TensorBoard's Projector tab
+        if mixed:
+            refitted = refit_mixture(mixed["ngram_dir"], probs, data.vocab, corpus, model_dir)
+            if refitted:
+                metrics["mixture"] = refitted
         if export:
-            # A new version each time training extends the run; a mixture fitted before that it cannot serve
-            # (an n-gram since removed, or longer than the network's context) is left out, not an error.
+            # A new version each time training extends the run; a mixture it cannot serve (an n-gram since
+            # removed, or longer than the network's context) is left out, not an error.
             metrics["export"] = saved_model.export(model_dir, mixture=None)
         run.write_metrics(metrics)
     return metrics
 
 
-def evaluate_all(model: keras.Model, data: Data, corpus: corpus_lib.Corpus, config: Config) -> dict:
+def refit_mixture(ngram_dir: str, probs: dict, vocab: vocab_lib.Vocabulary, corpus, model_dir: str) -> dict | None:
+    """The mixture of mixture.json fitted again, on valid, to the network trained now (`probs`: P per token of
+    valid and test), so that the next export serves weights that fit it; None, with a note, when its n-gram
+    can no longer be read (mixture.json is then left as it was)."""
+    from nplm_tf.baselines import network_mixture
+
+    try:
+        if not os.path.isdir(ngram_dir):
+            raise UserError(f"its n-gram model {ngram_dir} no longer exists")
+        splits = {name: corpus[name] for name in probs}
+        report = network_mixture.fit_and_score(probs, splits, vocab, ngram_dir, model_dir, "test")
+    except UserError as e:
+        print(f"note: the mixture of mixture.json was not fitted to the network trained now: {e}", flush=True)
+        return None
+    print(
+        f"fitted the mixture with {ngram_dir} (mixture.json) to the network trained now: test perplexity "
+        f"{report['context_frequency']['perplexity']:.2f} with a weight per context frequency",
+        flush=True,
+    )
+    return report
+
+
+def evaluate_all(
+    model: keras.Model, data: Data, corpus: corpus_lib.Corpus, config: Config, probs: dict | None = None
+) -> dict:
+    """Exact valid and test perplexity (and more) of `model`; `probs`: filled with each split's P per token."""
     batch_nll = scoring.nll_function(model)
-    scores = {
-        name: scoring.score(model, data.dataset(corpus, name, config), data.vocab.unk_id, batch_nll=batch_nll)
-        for name in ("valid", "test")
-    }
+    scores = {}
+    for name in ("valid", "test"):
+        parts = []
+        on_batch = (lambda targets, nll, parts=parts: parts.append(nll)) if probs is not None else None
+        scores[name] = scoring.score(
+            model, data.dataset(corpus, name, config), data.vocab.unk_id, on_batch=on_batch, batch_nll=batch_nll
+        )
+        if probs is not None:
+            probs[name] = np.exp(-np.concatenate(parts))
     metrics = {
         "corpus": corpus.name,
         "vocab_size": data.vocab.size,
