@@ -227,10 +227,13 @@ def test_mixture_export_serves_evaluates_probabilities(run, tmp_path, smoothing,
     )
     work = str(tmp_path / "model")
     shutil.copytree(model_dir, work)
+    # The n-gram named relative to evaluate's directory: mixture.json keeps its absolute path, so that export
+    # (and training on) from another directory find it (once "no longer exists").
     evaluated = helpers.run_binary(
-        "nplm_tf.evaluate", f"--model_dir={work}", f"--ngram_dir={kn_dir}", "--corpus=files", *files
+        "nplm_tf.evaluate", f"--model_dir={work}", "--ngram_dir=ngram", "--corpus=files", *files, cwd=str(tmp_path)
     )
     assert evaluated.returncode == 0, evaluated.stderr[-3000:]
+    assert json.load(open(os.path.join(work, "mixture.json")))["ngram_dir"] == kn_dir
     reported = json.loads(evaluated.stdout.strip().splitlines()[-1])["mixture"]["context_frequency"]["perplexity"]
     exported = helpers.run_binary("nplm_tf.export", f"--model_dir={work}", f"--export_dir={tmp_path / 'out'}")
     assert exported.returncode == 0, exported.stderr[-3000:]

@@ -91,13 +91,18 @@ def tiny_corpus_files(tmp_path, train: int = 60, valid: int = 10, test: int = 10
     return paths
 
 
-def run_binary(module: str, *args: str, env: dict | None = None, timeout: int = 300) -> subprocess.CompletedProcess:
+def run_binary(
+    module: str, *args: str, env: dict | None = None, timeout: int = 300, cwd: str = ROOT
+) -> subprocess.CompletedProcess:
+    """`python -m module args` in `cwd` (the repository's root; elsewhere, with the root on PYTHONPATH)."""
     full_env = dict(os.environ)
     full_env.setdefault("NLTK_DATA", SHARED_NLTK)
+    if cwd != ROOT:
+        full_env["PYTHONPATH"] = os.pathsep.join(p for p in (ROOT, full_env.get("PYTHONPATH")) if p)
     full_env.update(env or {})
     return subprocess.run(
         [sys.executable, "-m", module, *args],
-        cwd=ROOT,
+        cwd=cwd,
         env=full_env,
         capture_output=True,
         text=True,

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 import numpy as np
 
 from nplm_tf.baselines import build as ngram_lib
@@ -65,7 +67,13 @@ def fit_and_score(
             "perplexity": ngram_lib.perplexity(p_mixed),
         },
     }
-    saved = {"ngram_dir": ngram_dir, "ngram_order": ngram.order, "em": lam, "context_frequency": weights.tolist()}
+    # Its absolute path: the export, query and training on may run in another directory.
+    saved = {
+        "ngram_dir": os.path.abspath(ngram_dir),
+        "ngram_order": ngram.order,
+        "em": lam,
+        "context_frequency": weights.tolist(),
+    }
     RunDir(model_dir).write_mixture(saved)
     if per_token:
         ngram_lib.write_per_token(per_token, vocab, arrays[eval_split], p_mixed)
