@@ -282,13 +282,23 @@ def test_mixture_export_serves_evaluates_probabilities(run, tmp_path, smoothing,
             json.load(open(os.path.join(work, "metrics.json")))["mixture"]["context_frequency"]["weights"]
             == (saved["context_frequency"])
         )
-        # Its n-gram gone: training ends as before, mixture.json is left as it was, and the export has none.
-        shutil.rmtree(kn_dir)
-        again = trainer.train_and_evaluate(helpers.tiny_config(epochs=4), work, corpus, verbose=0)
-        printed = capsys.readouterr().out
-        assert f"not fitted to the network trained now: its n-gram model {kn_dir} no longer exists" in printed
-        assert json.load(open(os.path.join(work, "mixture.json"))) == saved and "mixture" not in again
-        assert json.load(open(os.path.join(again["export"], "assets", "export.json")))["mixture"] is None
+        # Its n-gram rebuilt on another vocabulary (once: the export failed, and metrics.json was not written),
+        # then gone: training ends as before, mixture.json is left as it was, and the export has none.
+        vocab_file = os.path.join(kn_dir, "vocab.tsv")
+        with open(vocab_file, encoding="utf-8") as f:
+            kept = f.readlines()[:-1]
+        with open(vocab_file, "w", encoding="utf-8") as f:
+            f.writelines(kept)
+        for epochs, why in [
+            (4, f"the n-gram model in {kn_dir} has another vocabulary (19 types)"),
+            (5, f"its n-gram model {kn_dir} no longer exists"),
+        ]:
+            again = trainer.train_and_evaluate(helpers.tiny_config(epochs=epochs), work, corpus, verbose=0)
+            assert f"not fitted to the network trained now: {why}" in capsys.readouterr().out
+            assert json.load(open(os.path.join(work, "mixture.json"))) == saved and "mixture" not in again
+            assert json.load(open(os.path.join(again["export"], "assets", "export.json")))["mixture"] is None
+            assert len(json.load(open(os.path.join(work, "metrics.json")))["epochs"]) == epochs
+            shutil.rmtree(kn_dir, ignore_errors=True)  # gone for the second
 
 
 def test_a_mixture_of_a_longer_n_gram_than_the_network_is_refused_by_the_serving_tools_with_a_way_out(run, tmp_path):

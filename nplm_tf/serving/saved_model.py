@@ -29,6 +29,7 @@ from nplm_tf.config import ConfigError
 from nplm_tf.serving import server as server_lib
 from pipelines import files
 from pipelines import vocabulary as vocab_lib
+from pipelines.errors import UserError
 
 INFO_FILE = "export.json"
 SIGNATURES = ("serving_default", "next_word", "score", "generate")
@@ -100,7 +101,7 @@ def export(
         raise ConfigError(f"{target} already exists; choose another --version (or leave it out for the next free one).")
     try:
         ngram, saved = load_mixture(model_dir, vocab, config.order) if mixture is not False else (None, None)
-    except ConfigError as e:
+    except UserError as e:  # no n-gram there, another vocabulary, a changed file, an order above n
         if mixture:
             raise
         print(f"note: this export serves the network alone, without the mixture of mixture.json: {e}", flush=True)
