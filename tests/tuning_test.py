@@ -277,3 +277,22 @@ def test_a_trial_that_diverges_fails_with_its_reason_instead_of_ranking_a_nan(co
     helpers.assert_one_sentence(
         result, "the search stopped after 3 failed trials in a row; the last: training diverged in epoch 1 ("
     )
+
+
+def test_the_hyperband_plan_is_keras_tuners():
+    """The configurations a Hyperband search tries, as search says before it starts (--max_trials does not bound
+    it, and the default 2 epochs per trial try 2), equal what keras-tuner's oracle plans."""
+    from keras_tuner.src.tuners.hyperband import HyperbandOracle
+
+    for max_epochs in range(1, 40):
+        oracle = HyperbandOracle(objective="val_loss", max_epochs=max_epochs, factor=search_lib.HYPERBAND_FACTOR)
+        brackets = oracle._get_num_brackets()
+        assert search_lib.hyperband_plan(max_epochs) == (brackets, sum(oracle._get_size(b, 0) for b in range(brackets)))
+    assert search_lib.hyperband_note(2) == (
+        "note: hyperband with --epochs_per_trial=2 tries 2 configurations in 1 bracket (--max_trials bounds random "
+        "and bayesian only); with one bracket none is stopped early: --epochs_per_trial=9 tries 17 in 3."
+    )
+    assert search_lib.hyperband_note(1).startswith("note: hyperband with --epochs_per_trial=1 tries 1 configuration in")
+    assert search_lib.hyperband_note(27).startswith(
+        "note: hyperband with --epochs_per_trial=27 tries 49 configurations"
+    )

@@ -21,8 +21,15 @@ from nplm_tf.distributed import strategies
 from pipelines import app, corpus_flags
 
 TUNER = flags.DEFINE_enum("tuner", "random", ["random", "hyperband", "bayesian"], "keras-tuner algorithm.")
-MAX_TRIALS = flags.DEFINE_integer("max_trials", 12, "Trials to run (random, bayesian).")
-EPOCHS = flags.DEFINE_integer("epochs_per_trial", 2, "Training epochs per trial (hyperband: the most for one trial).")
+MAX_TRIALS = flags.DEFINE_integer(
+    "max_trials", 12, "Trials to run (random, bayesian; hyperband's are set by its brackets)."
+)
+EPOCHS = flags.DEFINE_integer(
+    "epochs_per_trial",
+    2,
+    "Training epochs per trial (hyperband: the most for one configuration, which sets how many it tries: 2 for 2, "
+    "9 for 17).",
+)
 OUTPUT_DIR = app.define_path(
     "output_dir", None, "Directory for the search state, trial runs and results.", required=True
 )
@@ -112,6 +119,8 @@ def main(argv, checked):
         TUNER.value, hypermodel, OUTPUT_DIR.value, MAX_TRIALS.value, EPOCHS.value, strategy, SEED.value
     )
     if not REPORT_ONLY.value:
+        if TUNER.value == "hyperband":
+            print(search_lib.hyperband_note(EPOCHS.value), flush=True)
         try:  # never inside strategy.scope(): keras-tuner enters it per trial
             tuner.search(epochs=EPOCHS.value, verbose=0)
         except RuntimeError as e:

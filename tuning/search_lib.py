@@ -9,6 +9,7 @@ best_config.json (accepted by `nplm_tf.train --config_json`).
 from __future__ import annotations
 
 import dataclasses
+import math
 import os
 
 import keras_tuner
@@ -47,8 +48,37 @@ def make_tuner(
     if kind == "bayesian":
         return keras_tuner.BayesianOptimization(max_trials=max_trials, **common)
     if kind == "hyperband":  # its brackets decide the trials; max_epochs bounds a configuration's training
-        return keras_tuner.Hyperband(max_epochs=epochs_per_trial, factor=3, **common)
+        return keras_tuner.Hyperband(max_epochs=epochs_per_trial, factor=HYPERBAND_FACTOR, **common)
     raise ConfigError(f"tuner={kind!r} must be one of {TUNERS}.")
+
+
+HYPERBAND_FACTOR = 3
+
+
+def hyperband_plan(max_epochs: int, factor: int = HYPERBAND_FACTOR) -> tuple[int, int]:
+    """(brackets, configurations) of one Hyperband iteration with `max_epochs`, as keras-tuner's HyperbandOracle
+    plans it: a bracket per power of `factor` up to max_epochs, bracket b starting ⌈⌈1 + log_f E⌉ / (b + 1) · f^b⌉
+    configurations (the later rounds train the best of them longer)."""
+    brackets, epochs = 0, float(max_epochs)
+    while epochs >= 1:
+        epochs /= factor
+        brackets += 1
+    end_size = math.ceil(1 + math.log(max_epochs, factor))
+    return brackets, sum(math.ceil(end_size / (b + 1) * factor**b) for b in range(brackets))
+
+
+def hyperband_note(max_epochs: int) -> str:
+    """What a Hyperband search with --epochs_per_trial=max_epochs will try (--max_trials does not bound it)."""
+    brackets, configurations = hyperband_plan(max_epochs)
+    note = (
+        f"note: hyperband with --epochs_per_trial={max_epochs} tries {configurations} "
+        f"configuration{'s' if configurations > 1 else ''} in {brackets} bracket{'s' if brackets > 1 else ''} "
+        "(--max_trials bounds random and bayesian only)"
+    )
+    if brackets == 1:
+        note += f"; with one bracket none is stopped early: --epochs_per_trial={HYPERBAND_FACTOR**2} tries "
+        note += f"{hyperband_plan(HYPERBAND_FACTOR**2)[1]} in {hyperband_plan(HYPERBAND_FACTOR**2)[0]}"
+    return note + "."
 
 
 def trial_rows(tuner: keras_tuner.Tuner, base: Config) -> list[dict]:
