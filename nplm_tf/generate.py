@@ -52,8 +52,8 @@ def main(argv, checked):
 
     from nplm_tf.serving import saved_model, server
 
-    config, vocab, model = run_dir.load_trained(MODEL_DIR.value, PRECISION.value)
-    ngram, _ = saved_model.load_mixture(MODEL_DIR.value, vocab, config.order) if MIXTURE.value else (None, None)
+    _, vocab, model = run_dir.load_trained(MODEL_DIR.value, PRECISION.value)
+    ngram, _ = saved_model.load_mixture(MODEL_DIR.value, vocab) if MIXTURE.value else (None, None)
     serving = server.Server(model, vocab, run_dir.RunDir(MODEL_DIR.value).vocab_path, ngram)
     generate = serving.generate  # eager: one group (most runs) would spend seconds tracing
     if NUM_SAMPLES.value > server.GENERATE_ROWS:  # traced once: 0.2 s a group instead of 2 eagerly (a tiny model here)

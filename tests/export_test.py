@@ -301,41 +301,37 @@ def test_mixture_export_serves_evaluates_probabilities(run, tmp_path, smoothing,
             shutil.rmtree(kn_dir, ignore_errors=True)  # gone for the second
 
 
-def test_a_mixture_of_a_longer_n_gram_than_the_network_is_refused_by_the_serving_tools_with_a_way_out(run, tmp_path):
-    """evaluate, query and rescore mix an n-gram of order above n; a SavedModel cannot (it keeps n - 1 words).
-    export and generate said so without naming --nomixture, and the model could not be exported as it was."""
-    model_dir, _, paths, _ = run
+def test_a_mixture_with_a_longer_n_gram_than_the_network_is_served_as_evaluate_mixes_it(run, tmp_path):
+    """evaluate, query and rescore mix an n-gram of order K above n; the SavedModel keeps K - 1 words of context
+    for it (the network reads the last n - 1), so that its score is evaluate's mixture token by token. export
+    and generate once refused such a mixture (the graph kept n - 1 words)."""
+    model_dir, corpus, paths, _ = run
     files = [f"--train_files={paths['train']}", f"--valid_files={paths['valid']}", f"--test_files={paths['test']}"]
-    kn_dir, work = str(tmp_path / "kn4"), str(tmp_path / "model")
+    kn_dir, work, mixed = str(tmp_path / "kn4"), str(tmp_path / "model"), str(tmp_path / "mixed.tsv")
     built = helpers.run_binary(
         "nplm_tf.ngram", "--order=4", f"--output={kn_dir}", "--min_count=1", "--corpus=files", *files
     )
     assert built.returncode == 0, built.stderr[-2000:]
     shutil.copytree(model_dir, work)
     evaluated = helpers.run_binary(
-        "nplm_tf.evaluate", f"--model_dir={work}", f"--ngram_dir={kn_dir}", "--corpus=files", *files
+        "nplm_tf.evaluate", f"--model_dir={work}", f"--ngram_dir={kn_dir}", f"--mixture_per_token={mixed}", *files
     )
     assert evaluated.returncode == 0, evaluated.stderr[-2000:]
-    message = (
-        f"the mixture's n-gram model ({kn_dir}) has order 4, above the network's n = 3, and the serving graph "
-        "(export, generate) reads only the n - 1 words the network sees; pass --nomixture, or fit the mixture "
-        "(evaluate --ngram_dir) with an n-gram of order 3 or less."
-    )
+    expected = [float(line.split("\t")[1]) for line in open(mixed, encoding="utf-8")]
     out = tmp_path / "out"
-    helpers.assert_one_sentence(
-        helpers.run_binary("nplm_tf.export", f"--model_dir={work}", f"--export_dir={out}"), message
-    )
-    assert not out.exists()
-    exported = helpers.run_binary("nplm_tf.export", f"--model_dir={work}", f"--export_dir={out}", "--nomixture")
+    exported = helpers.run_binary("nplm_tf.export", f"--model_dir={work}", f"--export_dir={out}")
     assert exported.returncode == 0, exported.stderr[-2000:]
-    info = json.load(open(os.path.join(out, "1", "assets", "export.json")))
-    assert info["mixture"] is None
-    # Training that extends the run ends with its own export: it trained the epoch, then failed there before
-    # writing metrics.json. Now that export serves the network alone and says why.
-    corpus = corpus_lib.files_corpus(paths["train"], paths["valid"], paths["test"])
-    metrics = trainer.train_and_evaluate(helpers.tiny_config(epochs=3), work, corpus, verbose=0)
-    assert len(metrics["epochs"]) == 3 and json.load(open(os.path.join(work, "metrics.json"))) == metrics
-    assert json.load(open(os.path.join(metrics["export"], "assets", "export.json")))["mixture"] is None
+    assert json.load(open(os.path.join(out, "1", "assets", "export.json")))["mixture"]["ngram_order"] == 4
+    served = tf.saved_model.load(str(out / "1"))
+    lines = [line for line in corpus["test"].iter_lines() if line.split()]
+    scored = served.signatures["score"](text=tf.constant(lines))
+    np.testing.assert_allclose(scored["token_log_probs"].numpy()[scored["mask"].numpy()], expected, atol=1e-5)
+    _, vocab, _ = run_dir.load_trained(work)
+    top = served.signatures["next_word"](text=tf.constant(["the cat sat", ""]), k=tf.constant(vocab.size))
+    np.testing.assert_allclose(top["probabilities"].numpy().sum(axis=1), 1.0, atol=1e-4)
+    helpers.check_top_k_generation(served, "the cat sat", k=3)  # the mixture's ranking, three words of context
+    alone = saved_model.export(work, str(out), mixture=False)  # export --nomixture
+    assert json.load(open(os.path.join(alone, "assets", "export.json")))["mixture"] is None
 
 
 @pytest.mark.parametrize("order", [1, 2, 3, "interpolated", "pruned"])

@@ -43,7 +43,7 @@ def _scalar(name, dtype):
     return tf.TensorSpec([], dtype, name=name)
 
 
-def load_mixture(model_dir: str, vocab: vocab_lib.Vocabulary, order: int):
+def load_mixture(model_dir: str, vocab: vocab_lib.Vocabulary):
     """The mixture fitted by `evaluate --ngram_dir` as a `ngram_graph.ServingNgram`, or None when there is none."""
     saved = run_dir.RunDir(model_dir).read_mixture()
     if saved is None:
@@ -55,14 +55,8 @@ def load_mixture(model_dir: str, vocab: vocab_lib.Vocabulary, order: int):
             f"{path} names the n-gram model {ngram_dir}, which no longer exists; rebuild it or pass --nomixture."
         )
     network_mixture.check_same_vocabulary(vocab, ngram_dir)
-    model = ngram_lib.load(ngram_dir)
-    if model.order > order:
-        raise ConfigError(
-            f"the mixture's n-gram model ({ngram_dir}) has order {model.order}, above the network's n = {order}, "
-            f"and the serving graph (export, generate) reads only the n - 1 words the network sees; pass "
-            f"--nomixture, or fit the mixture (evaluate --ngram_dir) with an n-gram of order {order} or less."
-        )
-    return ngram_graph.serving_model(model, saved["context_frequency"]), saved
+    # Of any order: the served contexts hold the n-gram's K - 1 words when K > n (`server.Server`).
+    return ngram_graph.serving_model(ngram_lib.load(ngram_dir), saved["context_frequency"]), saved
 
 
 def next_version(export_dir: str) -> int:
@@ -100,8 +94,8 @@ def export(
     if os.path.exists(target):
         raise ConfigError(f"{target} already exists; choose another --version (or leave it out for the next free one).")
     try:
-        ngram, saved = load_mixture(model_dir, vocab, config.order) if mixture is not False else (None, None)
-    except UserError as e:  # no n-gram there, another vocabulary, a changed file, an order above n
+        ngram, saved = load_mixture(model_dir, vocab) if mixture is not False else (None, None)
+    except UserError as e:  # no n-gram there, another vocabulary, a changed file
         if mixture:
             raise
         print(f"note: this export serves the network alone, without the mixture of mixture.json: {e}", flush=True)

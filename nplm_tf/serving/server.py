@@ -48,6 +48,9 @@ class Server(tf.Module):
     A short-list model's `tail` (`network.shortlist.ShortListTail`) comes
     with it: P_nn is then the list's network and the tail's n-gram together,
     exactly normalized over |V|.
+
+    Contexts are (batch, c) ids, oldest first, `<s>`-padded: c = n - 1, or K - 1 for a mixture with a K-gram
+    of K > n (the n-gram reads all c words, the network its last n - 1).
     """
 
     def __init__(self, model: keras.Model, vocab: vocab_lib.Vocabulary, vocab_path: str, ngram=None):
@@ -92,7 +95,10 @@ class Server(tf.Module):
         if self.tail is not None:
             self.tail.rank_tail()  # next_word's tables
         self.vocab_size = vocab.size
-        self.context_size = layer.context_size  # n - 1
+        self.network_context = layer.context_size  # n - 1, the words the network reads
+        # The words kept of each context: the network's n - 1, or more for a mixture with an n-gram of higher
+        # order, which reads them all (the network its last n - 1).
+        self.context_size = max(self.network_context, ngram.order - 1 if ngram is not None else 0)
         self.bos_id, self.eos_id, self.unk_id = vocab.bos_id, vocab.eos_id, vocab.unk_id
         # `generate` at temperature 1 over every word draws a short list's words without the (B, |V|)
         # distribution (`ShortListTail.sample`); not under a mixture, nor when `<unk>` is not a list word.
@@ -116,40 +122,42 @@ class Server(tf.Module):
         return self.words_table.lookup(tf.cast(ids, tf.int64))
 
     def last_context(self, text: tf.Tensor) -> tf.Tensor:
-        """(B,) strings -> (B, n-1) ids of each text's last n-1 words, `<s>`-padded, oldest first.
+        """(B,) strings -> (B, c) ids of each text's last c words, `<s>`-padded, oldest first.
 
         Only those words are looked up, and no ragged tensor is built past the split: a request's cost does
         not grow with its text, and `next_word` stays a few hundred small ops.
         """
         c = self.context_size
         tokens = tf.strings.split(text)  # (B, (L))
-        index = tokens.row_limits()[:, None] + tf.range(-c, 0, dtype=tf.int64)[None, :]  # (B, n-1)
+        index = tokens.row_limits()[:, None] + tf.range(-c, 0, dtype=tf.int64)[None, :]  # (B, c)
         inside = index >= tokens.row_starts()[:, None]
         words = tf.concat([tokens.flat_values, [""]], axis=0)  # "" at the end: what an outside index reads
         ids = self.lookup(tf.gather(words, tf.where(inside, index, tf.size(words, out_type=tf.int64) - 1)))
         return tf.where(inside, ids, tf.constant(self.bos_id, tf.int64))
 
     def windows(self, ids: tf.RaggedTensor) -> tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
-        """Every predicted token (each word, then `</s>`): contexts (T, n-1) oldest first, targets (T,), row splits (B+1,)."""
+        """Every predicted token (each word, then `</s>`): contexts (T, c) oldest first, targets (T,), row splits (B+1,)."""
         c, rows = self.context_size, ids.nrows()
         bos = tf.RaggedTensor.from_tensor(tf.fill([rows, c], tf.constant(self.bos_id, tf.int64)))
         eos = tf.RaggedTensor.from_tensor(tf.fill([rows, 1], tf.constant(self.eos_id, tf.int64)))
-        padded = tf.concat([bos, ids, eos], axis=1)  # (B, (n-1 + L + 1))
+        padded = tf.concat([bos, ids, eos], axis=1)  # (B, (c + L + 1))
         splits = tf.concat([[0], tf.cumsum(ids.row_lengths() + 1)], axis=0)  # predicted tokens per row
         total = splits[-1]
         row = tf.ragged.row_splits_to_segment_ids(splits)  # (T,)
         position = tf.range(total) - tf.gather(splits, row)  # (T,) index of the target within its row
         start = tf.gather(padded.row_splits, row) + position  # (T,) first context word
-        window = tf.gather(padded.flat_values, start[:, None] + tf.range(c + 1, dtype=tf.int64)[None, :])  # (T, n)
+        window = tf.gather(padded.flat_values, start[:, None] + tf.range(c + 1, dtype=tf.int64)[None, :])  # (T, c + 1)
         return window[:, :c], window[:, c], splits
 
     # --------------------------------------------------------- probabilities --
 
     def hidden(self, context: tf.Tensor) -> list[tf.Tensor]:
-        """(B, n-1) oldest first -> the output layer's inputs, [tanh(d + H·x)] and x when W exists, as
-        `NPLMLayer.hidden`."""
-        recent_first = tf.reverse(context, axis=[1])
-        x = tf.reshape(tf.gather(self.C, recent_first), [-1, self.context_size * int(self.C.shape[1])])  # (B, (n-1)m)
+        """(B, c) oldest first -> the output layer's inputs, [tanh(d + H·x)] and x when W exists, as
+        `NPLMLayer.hidden`, from the last n-1 words."""
+        recent_first = tf.reverse(context[:, context.shape[1] - self.network_context :], axis=[1])
+        x = tf.reshape(
+            tf.gather(self.C, recent_first), [-1, self.network_context * int(self.C.shape[1])]
+        )  # (B, (n-1)m)
         parts = [tf.tanh(tf.matmul(x, self.H) + self.d)] if self.H is not None else []  # (B, h)
         return parts + [x] if self.direct else parts
 
@@ -168,11 +176,11 @@ class Server(tf.Module):
         return tf.cast(y, tf.float32) + self.b[start:stop]
 
     def network_logits(self, context: tf.Tensor) -> tf.Tensor:
-        """(B, n-1) oldest first -> (B, outputs) float32 y = b + W·x + U·tanh(d + H·x), as `NPLMLayer.call` does."""
+        """(B, c) oldest first -> (B, outputs) float32 y = b + W·x + U·tanh(d + H·x), as `NPLMLayer.call` does."""
         return self.output_logits(self.hidden(context))
 
     def distribution(self, context: tf.Tensor) -> tf.Tensor:
-        """(B, n-1) oldest first -> (B, |V|) float64 P(· | context), the mixture's when there is one."""
+        """(B, c) oldest first -> (B, |V|) float64 P(· | context), the mixture's when there is one."""
         if self.tail is None:
             p_nn = tf.cast(tf.nn.softmax(self.network_logits(context)), tf.float64)
         else:
@@ -214,7 +222,7 @@ class Server(tf.Module):
     # ------------------------------------------------------------ signatures --
 
     def top_words(self, context: tf.Tensor, k: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
-        """(B, n-1) oldest first -> the k most probable next words over all |V|, most probable first: P (B, k)
+        """(B, c) oldest first -> the k most probable next words over all |V|, most probable first: P (B, k)
         float64 and ids (B, k) int64; ties go to the lower id. `k` must be in [0, |V|]."""
         if self.ngram is None and self.tail is None:  # softmax is monotone: rank the logits, normalize the k kept
             logits = self.network_logits(context)
@@ -270,7 +278,7 @@ class Server(tf.Module):
         # The words one step ranks: 1 when greedy, else top_k; one more when <unk> may have to be skipped.
         wanted = tf.where(greedy_only, 1, top_k)
         ranked = tf.minimum(wanted + tf.where(allow_unk, 0, 1), self.vocab_size)
-        context = self.last_context(prompt)  # (B, n-1)
+        context = self.last_context(prompt)  # (B, c)
         rows = tf.shape(context)[0]
         generated = tf.zeros([rows, 0], tf.int64)  # (B, steps so far)
 

@@ -184,7 +184,7 @@ def finish_run(
                 metrics["mixture"] = refitted
         if export:
             # A new version each time training extends the run; a mixture it cannot serve (an n-gram since
-            # removed, or longer than the network's context) is left out, not an error.
+            # removed or rebuilt on another vocabulary) is left out, not an error.
             metrics["export"] = saved_model.export(model_dir, mixture=None)
         run.write_metrics(metrics)
     return metrics
