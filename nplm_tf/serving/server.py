@@ -154,7 +154,9 @@ class Server(tf.Module):
     def hidden(self, context: tf.Tensor) -> list[tf.Tensor]:
         """(B, c) oldest first -> the output layer's inputs, [tanh(d + H·x)] and x when W exists, as
         `NPLMLayer.hidden`, from the last n-1 words."""
-        recent_first = tf.reverse(context[:, context.shape[1] - self.network_context :], axis=[1])
+        if context.shape[1] != self.network_context:  # a mixture's longer context: the network's part
+            context = context[:, context.shape[1] - self.network_context :]
+        recent_first = tf.reverse(context, axis=[1])
         x = tf.reshape(
             tf.gather(self.C, recent_first), [-1, self.network_context * int(self.C.shape[1])]
         )  # (B, (n-1)m)
