@@ -76,8 +76,10 @@ def hyperband_note(max_epochs: int) -> str:
         "(--max_trials bounds random and bayesian only)"
     )
     if brackets == 1:
-        note += f"; with one bracket none is stopped early: --epochs_per_trial={HYPERBAND_FACTOR**2} tries "
-        note += f"{hyperband_plan(HYPERBAND_FACTOR**2)[1]} in {hyperband_plan(HYPERBAND_FACTOR**2)[0]}"
+        wider = HYPERBAND_FACTOR**2
+        wider_brackets, wider_configurations = hyperband_plan(wider)
+        note += f"; with one bracket none is stopped early: --epochs_per_trial={wider} tries {wider_configurations} "
+        note += f"in {wider_brackets}"
     return note + "."
 
 
