@@ -14,13 +14,16 @@ import tensorflow as tf
 
 from nplm_tf import run_dir
 from nplm_tf.baselines import build as ngram_lib
-from nplm_tf.baselines import interpolated, kneser_ney, mixture, ngram_graph
+from nplm_tf.baselines import interpolated, kneser_ney, mixture, network_mixture, ngram_graph
+from nplm_tf.config import ConfigError
 from nplm_tf.network import scoring
 from nplm_tf.serving import saved_model
 from nplm_tf.training import trainer
 from nplm_tf.training.data import eval_dataset
 from pipelines import corpus as corpus_lib
 from tests import helpers
+
+SPLITS = ("valid", "test")
 
 
 @pytest.fixture(scope="module")
@@ -331,6 +334,38 @@ def test_a_mixture_with_a_longer_n_gram_than_the_network_is_served_as_evaluate_m
     helpers.check_top_k_generation(served, "the cat sat", k=3)  # the mixture's ranking, three words of context
     alone = saved_model.export(work, str(out), mixture=False)  # export --nomixture
     assert json.load(open(os.path.join(alone, "assets", "export.json")))["mixture"] is None
+
+
+def test_weights_fitted_with_an_n_gram_since_rebuilt_in_place_are_not_served_with_it(run, tmp_path, capsys):
+    """mixture.json keeps a digest of its n-gram: rebuilt in its directory on the same vocabulary (another
+    order), the n-gram no longer matches the weights, and export refuses them (training's export leaves them
+    out, with a note) until they are fitted again, as query's scorer does by itself. Once the weights fitted
+    with the trigram were served with the bigram."""
+    model_dir, corpus, _, _ = run
+    kn_dir, work = str(tmp_path / "kn"), str(tmp_path / "model")
+    shutil.copytree(model_dir, work)
+    ngram_lib.train_ngram(3, kn_dir, corpus, min_count=1, arpa=False)
+    config, vocab, model = run_dir.load_trained(work)
+    probs = {name: scoring.token_probabilities(model, eval_dataset(corpus[name], vocab, config)) for name in SPLITS}
+    network_mixture.fit_and_score(probs, {name: corpus[name] for name in SPLITS}, vocab, kn_dir, work, "test")
+    fitted = json.load(open(os.path.join(work, "mixture.json")))
+    assert saved_model.load_mixture(work, vocab)[1] == fitted
+    ngram_lib.train_ngram(3, kn_dir, corpus, min_count=1, arpa=False)  # the same model again: still served
+    assert saved_model.load_mixture(work, vocab)[1] == fitted
+    ngram_lib.train_ngram(2, kn_dir, corpus, min_count=1, arpa=False)  # same path, same vocabulary, a bigram
+    with pytest.raises(ConfigError, match="was fitted with the n-gram model in .* before it was rebuilt; fit it"):
+        saved_model.load_mixture(work, vocab)
+    capsys.readouterr()
+    path = saved_model.export(work, str(tmp_path / "out"), mixture=None)  # training's own export
+    assert "serves the network alone, without the mixture of mixture.json" in capsys.readouterr().out
+    assert json.load(open(os.path.join(path, "assets", "export.json")))["mixture"] is None
+    assert json.load(open(os.path.join(work, "mixture.json"))) == fitted  # refused, not changed
+
+    queried = helpers.run_binary("nplm_tf.query", f"--model_dir={work}", f"--ngram_dir={kn_dir}", input="the cat\n")
+    assert queried.returncode == 0, queried.stderr[-2000:]  # query and rescore fit the weights again, with the bigram
+    refit = json.load(open(os.path.join(work, "mixture.json")))
+    assert refit["ngram_order"] == 2 and refit["ngram_digest"] != fitted["ngram_digest"]
+    assert saved_model.load_mixture(work, vocab)[1] == refit
 
 
 @pytest.mark.parametrize("order", [1, 2, 3, "interpolated", "pruned"])

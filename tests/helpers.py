@@ -92,9 +92,10 @@ def tiny_corpus_files(tmp_path, train: int = 60, valid: int = 10, test: int = 10
 
 
 def run_binary(
-    module: str, *args: str, env: dict | None = None, timeout: int = 300, cwd: str = ROOT
+    module: str, *args: str, env: dict | None = None, timeout: int = 300, cwd: str = ROOT, input: str | None = None
 ) -> subprocess.CompletedProcess:
-    """`python -m module args` in `cwd` (the repository's root; elsewhere, with the root on PYTHONPATH)."""
+    """`python -m module args` in `cwd` (the repository's root; elsewhere, with the root on PYTHONPATH), `input` on
+    its standard input."""
     full_env = dict(os.environ)
     full_env.setdefault("NLTK_DATA", SHARED_NLTK)
     if cwd != ROOT:
@@ -107,6 +108,7 @@ def run_binary(
         capture_output=True,
         text=True,
         timeout=timeout,
+        input=input,
     )
 
 

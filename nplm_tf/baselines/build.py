@@ -9,6 +9,7 @@ probabilities, and writes `metrics.json`, `vocab.tsv`, the model arrays
 
 from __future__ import annotations
 
+import hashlib
 import math
 import os
 import sys
@@ -71,6 +72,18 @@ def load(directory: str):
             f"{path} cannot be read ({type(e).__name__}: {str(e).splitlines()[0] if str(e) else 'no detail'}); it "
             "was changed after it was written: restore it, or build it again."
         ) from None
+
+
+def digest(model) -> str:
+    """A digest of everything `model` holds (`get_state`): equal for a rebuild with the same data and settings,
+    another when anything differs. mixture.json records it, so that weights fitted with an n-gram are not
+    served with one since rebuilt in its directory. (A check of content, not of security: SHA-1.)"""
+    h = hashlib.sha1(usedforsecurity=False)
+    for name, value in sorted(model.get_state().items()):
+        value = np.ascontiguousarray(value)
+        h.update(f"{name}:{value.dtype.str}:{value.shape};".encode())
+        h.update(value.reshape(-1).view(np.uint8))
+    return h.hexdigest()
 
 
 SMOOTHINGS = ("kneser_ney", "interpolated")

@@ -31,6 +31,12 @@ def check_same_vocabulary(nn_vocab: vocab_lib.Vocabulary, ngram_dir: str) -> Non
         )
 
 
+def fitted_with(saved: dict, ngram) -> bool:
+    """Whether the weights of mixture.json (`saved`) were fitted with `ngram`, the model now in its directory (one
+    fitted before mixture.json recorded the n-gram's digest: taken to be)."""
+    return "ngram_digest" not in saved or saved["ngram_digest"] == ngram_lib.digest(ngram)
+
+
 def fit_and_score(
     nn_probs: dict[str, np.ndarray],
     splits: dict[str, corpus_lib.Split],
@@ -71,6 +77,7 @@ def fit_and_score(
     saved = {
         "ngram_dir": os.path.abspath(ngram_dir),
         "ngram_order": ngram.order,
+        "ngram_digest": ngram_lib.digest(ngram),  # weights of an n-gram since rebuilt in place are not served
         "em": lam,
         "context_frequency": weights.tolist(),
     }

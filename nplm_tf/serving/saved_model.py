@@ -55,8 +55,14 @@ def load_mixture(model_dir: str, vocab: vocab_lib.Vocabulary):
             f"{path} names the n-gram model {ngram_dir}, which no longer exists; rebuild it or pass --nomixture."
         )
     network_mixture.check_same_vocabulary(vocab, ngram_dir)
+    ngram = ngram_lib.load(ngram_dir)
+    if not network_mixture.fitted_with(saved, ngram):
+        raise ConfigError(
+            f"{path} was fitted with the n-gram model in {ngram_dir} as it was before it was rebuilt; fit it again "
+            f"(nplm_tf.evaluate --model_dir={model_dir} --ngram_dir={ngram_dir}) or pass --nomixture."
+        )
     # Of any order: the served contexts hold the n-gram's K - 1 words when K > n (`server.Server`).
-    return ngram_graph.serving_model(ngram_lib.load(ngram_dir), saved["context_frequency"]), saved
+    return ngram_graph.serving_model(ngram, saved["context_frequency"]), saved
 
 
 def next_version(export_dir: str) -> int:

@@ -47,7 +47,7 @@ class LineScorer:
       model_dir: a directory written by `nplm_tf.train`.
       ngram_dir: an `nplm_tf.ngram` directory on the same vocabulary, or None.
       mode: "network"; "mixture" (λ per context frequency, fitted on the model's own valid split when the
-        model directory holds no fit for this n-gram, then saved, as `evaluate --ngram_dir` does); or
+        model directory holds no fit for this n-gram as it is now, then saved, as `evaluate --ngram_dir` does); or
         "ngram" (the n-gram alone, as KenLM's `query` scores it).
       precision: compute the network in this precision instead of the run's (`run_dir.load_trained`).
     """
@@ -64,7 +64,8 @@ class LineScorer:
 
     def _fitted_weights(self) -> np.ndarray:
         saved = run_dir.RunDir(self.model_dir).read_mixture()
-        if saved and os.path.abspath(saved["ngram_dir"]) == os.path.abspath(self.ngram_dir):
+        same = saved and os.path.abspath(saved["ngram_dir"]) == os.path.abspath(self.ngram_dir)
+        if same and network_mixture.fitted_with(saved, self.ngram):  # else fitted again: the n-gram was rebuilt
             return np.asarray(saved["context_frequency"])
         valid = corpus_flags.corpus_from_flags(run_dir.RunDir(self.model_dir).read_corpus(), self.model_dir)["valid"]
         p_valid = self.network_probabilities(valid)  # fitted and reported on the same split: scored once
