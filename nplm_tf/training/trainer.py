@@ -178,14 +178,13 @@ def finish_run(
     if write:
         files.replace_atomically(run.keras_file, model.save)
         embeddings.write_projector(run, data.vocab, embeddings.features(model))  # TensorBoard's Projector tab
-        if mixed:
-            refitted = refit_mixture(mixed["ngram_dir"], probs, data.vocab, corpus, model_dir)
-            if refitted:
-                metrics["mixture"] = refitted
+        refitted = mixed and refit_mixture(mixed["ngram_dir"], probs, data.vocab, corpus, model_dir)
+        if refitted:
+            metrics["mixture"] = refitted
         if export:
             # A new version each time training extends the run; a mixture it cannot serve (an n-gram since
-            # removed or rebuilt on another vocabulary) is left out, not an error.
-            metrics["export"] = saved_model.export(model_dir, mixture=None)
+            # removed or rebuilt on another vocabulary) is left out, not an error: said once, by the refit.
+            metrics["export"] = saved_model.export(model_dir, mixture=None if not mixed or refitted else False)
         run.write_metrics(metrics)
     return metrics
 
@@ -202,7 +201,10 @@ def refit_mixture(ngram_dir: str, probs: dict, vocab: vocab_lib.Vocabulary, corp
         splits = {name: corpus[name] for name in probs}
         report = network_mixture.fit_and_score(probs, splits, vocab, ngram_dir, model_dir, "test")
     except UserError as e:
-        print(f"note: the mixture of mixture.json was not fitted to the network trained now: {e}", flush=True)
+        print(
+            f"note: the mixture of mixture.json was not fitted to the network trained now (nor exported): {e}",
+            flush=True,
+        )
         return None
     print(
         f"fitted the mixture with {ngram_dir} (mixture.json) to the network trained now: test perplexity "
