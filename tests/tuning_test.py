@@ -131,6 +131,17 @@ def test_random_search_under_mirrored_strategy_writes_results_and_resumes(corpus
     assert again.returncode == 0, again.stderr[-3000:]
     assert "Reloading Tuner" in again.stdout + again.stderr and "training" not in again.stdout
     assert json.loads(again.stdout.strip().splitlines()[-1])["best_trial"] == rows[0]["trial"]
+    # Stopped as keras-tuner wrote its state in place (the oracle's file emptied, a trial's cut short): the search
+    # starts over and reads the finished runs back (once a JSONDecodeError traceback).
+    open(os.path.join(out, "search", "oracle.json"), "w").close()
+    trial_file = os.path.join(out, "search", "trial_0", "trial.json")
+    text = open(trial_file).read()
+    open(trial_file, "w").write(text[: len(text) // 2])
+    mended = helpers.run_binary("tuning.search", *args)
+    assert mended.returncode == 0, mended.stderr[-3000:]
+    assert "oracle.json was cut short when the search was stopped; the search starts over" in mended.stdout
+    assert "training" not in mended.stdout and mended.stdout.count("already holds a finished run") == 2
+    assert json.loads(mended.stdout.strip().splitlines()[-1])["best_trial"] == rows[0]["trial"]
     report = helpers.run_binary(
         "tuning.search", *[a.replace("--max_trials=2", "--max_trials=5") for a in args], "--report_only"
     )  # a larger budget, but only the finished trials are reported
@@ -189,14 +200,18 @@ def test_chief_and_worker_finish_a_search_and_a_killed_worker_loses_nothing(corp
         worker.wait(timeout=30)
         first = glob.glob(os.path.join(out, "runs", "*", "metrics.json"))[0]
         stamp = os.path.getmtime(first)
+        # Killed as keras-tuner wrote the worker's state in place (once a traceback on the restarted worker, and
+        # the chief waited for it for ever).
+        open(os.path.join(out, "search", "tuner0.json"), "w").close()
         worker = start("tuner0")  # the same tuner id picks up where the dead one stopped
         w_out, w_err = worker.communicate(timeout=300)
+        assert worker.returncode == 0, w_err[-3000:]
+        assert "tuner0.json was cut short when the search was stopped (it holds no state); removed." in w_out
         c_out, c_err = chief.communicate(timeout=120)
     finally:
         for p in (chief, worker):
             if p.poll() is None:
                 p.kill()
-    assert worker.returncode == 0, w_err[-3000:]
     assert chief.returncode == 0, c_err[-3000:]
     chief_report = json.loads(c_out.strip().splitlines()[-1])
     worker_report = json.loads(w_out.strip().splitlines()[-1])
@@ -204,6 +219,26 @@ def test_chief_and_worker_finish_a_search_and_a_killed_worker_loses_nothing(corp
     assert chief_report["best_trial"] == worker_report["best_trial"]
     assert chief_report["trials"] == 3
     assert os.path.getmtime(first) == stamp  # the finished trial was not trained again
+
+
+def test_state_cut_short_is_mended_where_it_lives(tmp_path):
+    """keras-tuner writes its JSON in place: a file cut short by a kill is removed (the tuner's, which holds no
+    state) or starts the search over (the oracle's, where the oracle lives); a worker leaves the chief's alone."""
+    project = tmp_path / search_lib.PROJECT
+    (project / "trial_0").mkdir(parents=True)
+    whole = {"oracle.json": "{}", "trial_0/trial.json": '{"trial_id": "0"}', "tuner0.json": "{}", "chief.json": "{}"}
+    for name, text in whole.items():
+        (project / name).write_text(text)
+    assert search_lib.mend_cut_short_state(str(tmp_path), "tuner0", holds_oracle=True) is None
+    (project / "tuner0.json").write_text("")
+    (project / "trial_0/trial.json").write_text('{"trial_')
+    note = search_lib.mend_cut_short_state(str(tmp_path), "tuner0", holds_oracle=False)  # a worker
+    assert note.endswith("tuner0.json was cut short when the search was stopped (it holds no state); removed.")
+    assert not (project / "tuner0.json").exists() and (project / "oracle.json").exists()
+    note = search_lib.mend_cut_short_state(str(tmp_path), "chief", holds_oracle=True)  # the chief
+    assert "trial_0/trial.json was cut short when the search was stopped; the search starts over" in note
+    assert not (project / "oracle.json").exists() and not (project / "chief.json").exists()
+    assert (project / "trial_0/trial.json").exists()  # written again by the new oracle
 
 
 CHIEF = {"KERASTUNER_TUNER_ID": "chief", "KERASTUNER_ORACLE_IP": "127.0.0.1"}

@@ -115,6 +115,12 @@ def main(argv, checked):
         tune_shortlist=TUNE_SHORTLIST.value,
         counts=vocab.counts,
     )
+    holds_oracle = not dist_utils.has_chief_oracle() or dist_utils.is_chief_oracle()
+    mended = search_lib.mend_cut_short_state(
+        OUTPUT_DIR.value, os.environ.get("KERASTUNER_TUNER_ID", "tuner0"), holds_oracle
+    )
+    if mended:
+        print(mended, flush=True)
     tuner = search_lib.make_tuner(
         TUNER.value, hypermodel, OUTPUT_DIR.value, MAX_TRIALS.value, EPOCHS.value, strategy, SEED.value
     )
