@@ -127,8 +127,10 @@ def test_random_search_under_mirrored_strategy_writes_results_and_resumes(corpus
     assert (best.hidden_dim, best.feature_dim) == (rows[0]["hidden_dim"], rows[0]["feature_dim"])
     assert open(os.path.join(out, "results.png"), "rb").read(8) == b"\x89PNG\r\n\x1a\n"
 
+    open(os.path.join(out, "search", "tuner0.json"), "w").close()  # killed as keras-tuner wrote it: written again
     again = helpers.run_binary("tuning.search", *args)  # resumes: the oracle has its 2 trials, nothing trains
     assert again.returncode == 0, again.stderr[-3000:]
+    assert "tuner0.json was cut short when the search was stopped; written again" in again.stdout
     assert "Reloading Tuner" in again.stdout + again.stderr and "training" not in again.stdout
     assert json.loads(again.stdout.strip().splitlines()[-1])["best_trial"] == rows[0]["trial"]
     # Stopped as keras-tuner wrote its state in place (the oracle's file emptied, a trial's cut short): the search
@@ -206,7 +208,7 @@ def test_chief_and_worker_finish_a_search_and_a_killed_worker_loses_nothing(corp
         worker = start("tuner0")  # the same tuner id picks up where the dead one stopped
         w_out, w_err = worker.communicate(timeout=300)
         assert worker.returncode == 0, w_err[-3000:]
-        assert "tuner0.json was cut short when the search was stopped (it holds no state); removed." in w_out
+        assert "tuner0.json was cut short when the search was stopped; written again (it holds no state)." in w_out
         c_out, c_err = chief.communicate(timeout=120)
     finally:
         for p in (chief, worker):
@@ -222,8 +224,8 @@ def test_chief_and_worker_finish_a_search_and_a_killed_worker_loses_nothing(corp
 
 
 def test_state_cut_short_is_mended_where_it_lives(tmp_path):
-    """keras-tuner writes its JSON in place: a file cut short by a kill is removed (the tuner's, which holds no
-    state) or starts the search over (the oracle's, where the oracle lives); a worker leaves the chief's alone."""
+    """keras-tuner writes its JSON in place: a file cut short by a kill is written again (the tuner's, which holds
+    no state) or starts the search over (the oracle's, where the oracle lives); a worker leaves the chief's alone."""
     project = tmp_path / search_lib.PROJECT
     (project / "trial_0").mkdir(parents=True)
     whole = {"oracle.json": "{}", "trial_0/trial.json": '{"trial_id": "0"}', "tuner0.json": "{}", "chief.json": "{}"}
@@ -233,8 +235,8 @@ def test_state_cut_short_is_mended_where_it_lives(tmp_path):
     (project / "tuner0.json").write_text("")
     (project / "trial_0/trial.json").write_text('{"trial_')
     note = search_lib.mend_cut_short_state(str(tmp_path), "tuner0", holds_oracle=False)  # a worker
-    assert note.endswith("tuner0.json was cut short when the search was stopped (it holds no state); removed.")
-    assert not (project / "tuner0.json").exists() and (project / "oracle.json").exists()
+    assert note.endswith("tuner0.json was cut short when the search was stopped; written again (it holds no state).")
+    assert (project / "tuner0.json").read_text() == "{}" and (project / "oracle.json").exists()
     note = search_lib.mend_cut_short_state(str(tmp_path), "chief", holds_oracle=True)  # the chief
     assert "trial_0/trial.json was cut short when the search was stopped; the search starts over" in note
     assert not (project / "oracle.json").exists() and not (project / "chief.json").exists()

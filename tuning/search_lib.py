@@ -68,27 +68,28 @@ def mend_cut_short_state(output_dir: str, tuner_id: str, holds_oracle: bool) -> 
 
     keras-tuner writes its JSON files in place, so a kill (or Ctrl-C) between the truncating open and the
     write leaves one empty or cut short, and the resumed search failed with a traceback (a chief waited for
-    ever for the worker that could not come back). This process's own tuner file (`tuner_id`.json) holds no
-    state (`{}`): removed. Where the oracle lives (`holds_oracle`: one process or the chief), an oracle.json or
-    trial_*/trial.json cut short removes oracle.json and the tuner file: the search starts over, and the trials
-    whose runs finished (OUTPUT/runs) are read back, not trained again. A worker leaves the chief's files alone.
+    ever for the worker that could not come back). This process's own tuner file (`tuner_id`.json) always holds
+    `{}` (keras-tuner's tuners keep no state of their own): written again. Where the oracle lives
+    (`holds_oracle`: one process or the chief), an oracle.json or trial_*/trial.json cut short removes
+    oracle.json and the tuner file: the search starts over, and the trials whose runs finished (OUTPUT/runs) are
+    read back, not trained again. A worker leaves the chief's files alone.
     """
     project = os.path.join(output_dir, PROJECT)
     tuner_file = os.path.join(project, f"{tuner_id}.json")
     oracle_files = [os.path.join(project, "oracle.json"), *glob.glob(os.path.join(project, "trial_*", "trial.json"))]
     broken_oracle = [p for p in oracle_files if holds_oracle and os.path.isfile(p) and not _parses(p)]
-    broken_tuner = os.path.isfile(tuner_file) and not _parses(tuner_file)
-    if not broken_oracle and not broken_tuner:
-        return None
-    for path in [tuner_file, *([oracle_files[0]] if broken_oracle else [])]:
-        if os.path.isfile(path):
-            os.remove(path)
     if broken_oracle:
+        for path in (tuner_file, oracle_files[0]):
+            if os.path.isfile(path):
+                os.remove(path)
         return (
             f"note: {broken_oracle[0]} was cut short when the search was stopped; the search starts over, and the "
             "trials whose runs finished are read back, not trained again."
         )
-    return f"note: {tuner_file} was cut short when the search was stopped (it holds no state); removed."
+    if os.path.isfile(tuner_file) and not _parses(tuner_file):
+        files.write_text(tuner_file, "{}")
+        return f"note: {tuner_file} was cut short when the search was stopped; written again (it holds no state)."
+    return None
 
 
 HYPERBAND_FACTOR = 3
