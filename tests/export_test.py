@@ -365,6 +365,8 @@ def test_weights_fitted_with_an_n_gram_since_rebuilt_in_place_are_not_served_wit
 
     queried = helpers.run_binary("nplm_tf.query", f"--model_dir={work}", f"--ngram_dir={kn_dir}", input="the cat\n")
     assert queried.returncode == 0, queried.stderr[-2000:]  # query and rescore fit the weights again, with the bigram
+    assert f"note: fitted the mixture with {kn_dir} on the valid split and saved it in " in queried.stderr
+    assert ", replacing the fit made before the n-gram was rebuilt; the next export serves it." in queried.stderr
     refit = json.load(open(os.path.join(work, "mixture.json")))
     assert refit["ngram_order"] == 2 and refit["ngram_digest"] != fitted["ngram_digest"]
     assert saved_model.load_mixture(work, vocab)[1] == refit

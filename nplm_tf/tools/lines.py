@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import os
+import sys
 
 import numpy as np
 import tensorflow as tf
@@ -72,6 +73,17 @@ class LineScorer:
         probs = {"valid": p_valid, "eval": p_valid}
         report = network_mixture.fit_and_score(
             probs, {"valid": valid, "eval": valid}, self.vocab, self.ngram_dir, self.model_dir, "eval"
+        )
+        # Said: mixture.json decides what the next export serves.
+        if same:
+            why = "replacing the fit made before the n-gram was rebuilt"
+        else:
+            why = f"replacing the fit with {saved['ngram_dir']}" if saved else "the first fit there"
+        print(
+            f"note: fitted the mixture with {self.ngram_dir} on the valid split and saved it in "
+            f"{run_dir.RunDir(self.model_dir).file(run_dir.MIXTURE)}, {why}; the next export serves it.",
+            file=sys.stderr,
+            flush=True,
         )
         return np.asarray(report["context_frequency"]["weights"])
 
