@@ -11,7 +11,7 @@ import time
 import keras_tuner
 import pytest
 
-from nplm_tf.config import Config
+from nplm_tf.config import Config, ConfigError
 from nplm_tf.distributed import strategies
 from tests import helpers
 from tuning import hypermodel as hypermodel_lib
@@ -237,6 +237,9 @@ def test_state_cut_short_is_mended_where_it_lives(tmp_path):
     note = search_lib.mend_cut_short_state(str(tmp_path), "tuner0", holds_oracle=False)  # a worker
     assert note.endswith("tuner0.json was cut short when the search was stopped; written again (it holds no state).")
     assert (project / "tuner0.json").read_text() == "{}" and (project / "oracle.json").exists()
+    with pytest.raises(ConfigError, match="trial.json was cut short .*; run the search without --report_only"):
+        search_lib.mend_cut_short_state(str(tmp_path), "chief", holds_oracle=True, report_only=True)
+    assert (project / "oracle.json").exists() and (project / "chief.json").exists()  # nothing removed
     note = search_lib.mend_cut_short_state(str(tmp_path), "chief", holds_oracle=True)  # the chief
     assert "trial_0/trial.json was cut short when the search was stopped; the search starts over" in note
     assert not (project / "oracle.json").exists() and not (project / "chief.json").exists()

@@ -117,7 +117,7 @@ def main(argv, checked):
     )
     holds_oracle = not dist_utils.has_chief_oracle() or dist_utils.is_chief_oracle()
     mended = search_lib.mend_cut_short_state(
-        OUTPUT_DIR.value, os.environ.get("KERASTUNER_TUNER_ID", "tuner0"), holds_oracle
+        OUTPUT_DIR.value, os.environ.get("KERASTUNER_TUNER_ID", "tuner0"), holds_oracle, REPORT_ONLY.value
     )
     if mended:
         print(mended, flush=True)

@@ -63,7 +63,7 @@ def _parses(path: str) -> bool:
         return False
 
 
-def mend_cut_short_state(output_dir: str, tuner_id: str, holds_oracle: bool) -> str | None:
+def mend_cut_short_state(output_dir: str, tuner_id: str, holds_oracle: bool, report_only: bool = False) -> str | None:
     """Mends keras-tuner's state in OUTPUT/search after a kill mid-write; returns a note, or None when it is whole.
 
     keras-tuner writes its JSON files in place, so a kill (or Ctrl-C) between the truncating open and the
@@ -72,12 +72,18 @@ def mend_cut_short_state(output_dir: str, tuner_id: str, holds_oracle: bool) -> 
     `{}` (keras-tuner's tuners keep no state of their own): written again. Where the oracle lives
     (`holds_oracle`: one process or the chief), an oracle.json or trial_*/trial.json cut short removes
     oracle.json and the tuner file: the search starts over, and the trials whose runs finished (OUTPUT/runs) are
-    read back, not trained again. A worker leaves the chief's files alone.
+    read back, not trained again. A worker leaves the chief's files alone. `report_only` (a search that trains
+    nothing, so cannot start over): an oracle file cut short is a ConfigError, and nothing is removed.
     """
     project = os.path.join(output_dir, PROJECT)
     tuner_file = os.path.join(project, f"{tuner_id}.json")
     oracle_files = [os.path.join(project, "oracle.json"), *glob.glob(os.path.join(project, "trial_*", "trial.json"))]
     broken_oracle = [p for p in oracle_files if holds_oracle and os.path.isfile(p) and not _parses(p)]
+    if broken_oracle and report_only:
+        raise ConfigError(
+            f"{broken_oracle[0]} was cut short when the search was stopped; run the search without --report_only: "
+            "it starts over and reads the finished trials' runs back."
+        )
     if broken_oracle:
         for path in (tuner_file, oracle_files[0]):
             if os.path.isfile(path):
