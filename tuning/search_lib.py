@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import dataclasses
 import glob
-import json
 import math
 import os
 
@@ -18,6 +17,7 @@ import keras_tuner
 
 from nplm_tf.config import Config, ConfigError
 from pipelines import files
+from pipelines.errors import UserError
 from tuning import hypermodel as hypermodel_lib
 
 TUNERS = ("random", "hyperband", "bayesian")
@@ -56,10 +56,9 @@ def make_tuner(
 
 def _parses(path: str) -> bool:
     try:
-        with open(path, encoding="utf-8") as f:
-            json.load(f)
+        files.read_json(path)  # a file that cannot be opened is an error of its own, not one cut short
         return True
-    except (ValueError, OSError):  # JSONDecodeError and UnicodeDecodeError are ValueErrors
+    except UserError:
         return False
 
 
