@@ -48,8 +48,12 @@ def corpus_from_flags(remembered: dict | None = None, model_dir: str | None = No
 
     A model directory that kept no corpus.json (one trained before runs kept it, or on lines a program gave)
     with no corpus flag given reads the default, Brown: that is said, since the model may not be Brown's.
+    Called from Python with no flags parsed (a library call, as `tools.lines.LineScorer`'s), it takes the
+    flags' defaults.
     """
-    flags_given = any(flag.present for flag in FLAGS)
+    parsed = flags.FLAGS.is_parsed()
+    given = {flag.name for flag in FLAGS if parsed and flag.present}
+    flags_given = bool(given)
     if model_dir is not None and remembered is None and not flags_given:
         print(
             f"warning: {model_dir} does not say which corpus it was trained on (it has no corpus.json); reading "
@@ -59,10 +63,10 @@ def corpus_from_flags(remembered: dict | None = None, model_dir: str | None = No
         )
     spec = dict(remembered or {})
     for flag in FLAGS:
-        if flag.present or flag.name not in spec:
-            spec[flag.name] = flag.value
+        if flag.name in given or flag.name not in spec:
+            spec[flag.name] = flag.value if parsed else flag.default
     # A path flag of another corpus would be ignored without a word (`--train_files=x` alone trains on Brown).
-    ignored = [f.name for f in FLAGS if f.present and _CORPUS_OF.get(f.name, spec["corpus"]) != spec["corpus"]]
+    ignored = [f.name for f in FLAGS if f.name in given and _CORPUS_OF.get(f.name, spec["corpus"]) != spec["corpus"]]
     if ignored:
         wanted = _CORPUS_OF[ignored[0]]
         names = [f"--{name}" for name in ignored if _CORPUS_OF[name] == wanted]

@@ -160,3 +160,18 @@ def test_a_corpus_read_from_python_remembers_how_to_read_it_again_from_anywhere(
     monkeypatch.chdir(os.path.dirname(tmp_path))
     again = corpus_flags.corpus_from_spec(made.spec)
     assert again.spec == made.spec and again.splits["valid"].files == (f"{tmp_path}/train.txt", f"{tmp_path}/valid.txt")
+
+
+def test_the_corpus_of_a_model_directory_is_read_from_python_with_no_flags_parsed(tmp_path, capsys):
+    """Library code (the scorer behind query and rescore) reads a run's corpus through the corpus flags;
+    called from Python, where no flags were parsed, it once failed on the first flag it read."""
+    from absl import flags
+
+    assert not flags.FLAGS.is_parsed()  # as in a user's program
+    for name in ("train", "valid", "test"):
+        helpers.write_lines(str(tmp_path / f"{name}.txt"), [f"{name} line"])
+    spec = corpus.files_corpus(*(str(tmp_path / f"{name}.txt") for name in ("train", "valid", "test"))).spec
+    read = corpus_flags.corpus_from_flags(spec, str(tmp_path))
+    assert read.spec == spec and capsys.readouterr().err == ""
+    default = corpus_flags.corpus_from_flags(None, str(tmp_path))  # no corpus.json: the default, said
+    assert default.name == "brown" and "reading --corpus=brown, the default" in capsys.readouterr().err
