@@ -126,14 +126,16 @@ def main(argv, checked):
 
 
 def mix_with_ngram(config, vocab, model, valid, split, eval_probs, progress=False, per_token=None):
+    from nplm_tf.baselines import build as ngram_lib
     from nplm_tf.baselines import network_mixture
     from nplm_tf.network import scoring
     from nplm_tf.training.data import eval_dataset
 
+    ngram = ngram_lib.load(NGRAM_DIR.value)  # its vocabulary was checked before TensorFlow loaded (`check`)
     valid_probs = scoring.token_probabilities(model, eval_dataset(valid, vocab, config), progress)
     probs = {"valid": valid_probs, "eval": eval_probs}
     return network_mixture.fit_and_score(
-        probs, {"valid": valid, "eval": split}, vocab, NGRAM_DIR.value, MODEL_DIR.value, "eval", per_token
+        probs, {"valid": valid, "eval": split}, vocab, ngram, NGRAM_DIR.value, MODEL_DIR.value, "eval", per_token
     )
 
 

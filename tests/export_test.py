@@ -18,6 +18,7 @@ from nplm_tf.baselines import interpolated, kneser_ney, mixture, network_mixture
 from nplm_tf.config import ConfigError
 from nplm_tf.network import scoring
 from nplm_tf.serving import saved_model
+from nplm_tf.tools import lines as lines_lib
 from nplm_tf.training import trainer
 from nplm_tf.training.data import eval_dataset
 from pipelines import corpus as corpus_lib
@@ -212,7 +213,7 @@ def test_saved_model_cli_shows_and_runs_the_export(run):
 
 
 @pytest.mark.parametrize("smoothing", ["kneser_ney", "interpolated"])
-def test_mixture_export_serves_evaluates_probabilities(run, tmp_path, smoothing, capsys):
+def test_mixture_export_serves_evaluates_probabilities(run, tmp_path, smoothing, capsys, monkeypatch):
     model_dir, corpus, paths, _ = run
     files = [f"--train_files={paths['train']}", f"--valid_files={paths['valid']}", f"--test_files={paths['test']}"]
     kn_dir = str(tmp_path / "ngram")
@@ -263,9 +264,16 @@ def test_mixture_export_serves_evaluates_probabilities(run, tmp_path, smoothing,
     helpers.check_top_k_generation(served, "the cat", k=3)  # the mixture's ranking
     if smoothing == "kneser_ney":
         # Training on fits the mixture again, to the network trained now (its export once served the weights
-        # fitted to the network as it was), and reports it in metrics.json.
+        # fitted to the network as it was), and reports it in metrics.json. The refit and the export read
+        # the n-gram and check its vocabulary once (each did both, and the export digested it again).
         capsys.readouterr()
+        calls = []
+        for module, name in [(ngram_lib, "load"), (network_mixture, "check_same_vocabulary"), (ngram_lib, "digest")]:
+            original = getattr(module, name)
+            monkeypatch.setattr(module, name, lambda *a, _f=original, _n=name: calls.append(_n) or _f(*a))
         extended = trainer.train_and_evaluate(helpers.tiny_config(epochs=3), work, corpus, verbose=0)
+        monkeypatch.undo()
+        assert sorted(calls) == ["check_same_vocabulary", "digest", "load"]
         assert "fitted the mixture with" in capsys.readouterr().out
         config, vocab, model = run_dir.load_trained(work)
         valid = ngram_lib.token_arrays(corpus["valid"], vocab)
@@ -338,7 +346,9 @@ def test_a_mixture_with_a_longer_n_gram_than_the_network_is_served_as_evaluate_m
     assert json.load(open(os.path.join(alone, "assets", "export.json")))["mixture"] is None
 
 
-def test_weights_fitted_with_an_n_gram_since_rebuilt_in_place_are_not_served_with_it(run, tmp_path, capsys):
+def test_weights_fitted_with_an_n_gram_since_rebuilt_in_place_are_not_served_with_it(
+    run, tmp_path, capsys, monkeypatch
+):
     """mixture.json keeps a digest of its n-gram: rebuilt in its directory on the same vocabulary (another
     order), the n-gram no longer matches the weights, and export refuses them (training's export leaves them
     out, with a note) until they are fitted again, as query's scorer does by itself. Once the weights fitted
@@ -349,7 +359,15 @@ def test_weights_fitted_with_an_n_gram_since_rebuilt_in_place_are_not_served_wit
     ngram_lib.train_ngram(3, kn_dir, corpus, min_count=1, arpa=False)
     config, vocab, model = run_dir.load_trained(work)
     probs = {name: scoring.token_probabilities(model, eval_dataset(corpus[name], vocab, config)) for name in SPLITS}
-    network_mixture.fit_and_score(probs, {name: corpus[name] for name in SPLITS}, vocab, kn_dir, work, "test")
+    network_mixture.fit_and_score(
+        probs,
+        {name: corpus[name] for name in SPLITS},
+        vocab,
+        network_mixture.load_checked(vocab, kn_dir),
+        kn_dir,
+        work,
+        "test",
+    )
     fitted = json.load(open(os.path.join(work, "mixture.json")))
     assert saved_model.load_mixture(work, vocab)[1] == fitted
     ngram_lib.train_ngram(3, kn_dir, corpus, min_count=1, arpa=False)  # the same model again: still served
@@ -370,6 +388,17 @@ def test_weights_fitted_with_an_n_gram_since_rebuilt_in_place_are_not_served_wit
     refit = json.load(open(os.path.join(work, "mixture.json")))
     assert refit["ngram_order"] == 2 and refit["ngram_digest"] != fitted["ngram_digest"]
     assert saved_model.load_mixture(work, vocab)[1] == refit
+
+    # The scorer behind query and rescore, fitting again in process: it reads the n-gram and checks its
+    # vocabulary once (its fit read and checked both a second time).
+    ngram_lib.train_ngram(3, kn_dir, corpus, min_count=1, arpa=False)
+    calls = []
+    for module, name in [(ngram_lib, "load"), (network_mixture, "check_same_vocabulary")]:
+        original = getattr(module, name)
+        monkeypatch.setattr(module, name, lambda *a, _f=original, _n=name: calls.append(_n) or _f(*a))
+    scorer = lines_lib.LineScorer(work, kn_dir, mode="mixture")
+    assert sorted(calls) == ["check_same_vocabulary", "load"]
+    assert json.load(open(os.path.join(work, "mixture.json")))["context_frequency"] == scorer.weights.tolist()
 
 
 @pytest.mark.parametrize("order", [1, 2, 3, "interpolated", "pruned"])

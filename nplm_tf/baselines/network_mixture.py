@@ -31,6 +31,12 @@ def check_same_vocabulary(nn_vocab: vocab_lib.Vocabulary, ngram_dir: str) -> Non
         )
 
 
+def load_checked(vocab: vocab_lib.Vocabulary, ngram_dir: str):
+    """The n-gram model in `ngram_dir`, checked to have the network's vocabulary `vocab`."""
+    check_same_vocabulary(vocab, ngram_dir)
+    return ngram_lib.load(ngram_dir)
+
+
 def fitted_with(saved: dict, ngram) -> bool:
     """Whether the weights of mixture.json (`saved`) were fitted with `ngram`, the model now in its directory (one
     fitted before mixture.json recorded the n-gram's digest: taken to be)."""
@@ -41,15 +47,15 @@ def fit_and_score(
     nn_probs: dict[str, np.ndarray],
     splits: dict[str, corpus_lib.Split],
     vocab: vocab_lib.Vocabulary,
+    ngram,
     ngram_dir: str,
     model_dir: str,
     eval_split: str,
     per_token: str | None = None,
 ) -> dict:
-    """Fits the three mixtures on `valid`, reports them on `eval_split`, saves the weights; `per_token`: a file
-    to write the eval split's ln P per token under the mixture with one weight per context frequency."""
-    check_same_vocabulary(vocab, ngram_dir)
-    ngram = ngram_lib.load(ngram_dir)
+    """Fits the three mixtures on `valid`, reports them on `eval_split`, saves the weights; `ngram`: the model
+    in `ngram_dir`, on the network's vocabulary (`load_checked`); `per_token`: a file to write the eval split's
+    ln P per token under the mixture with one weight per context frequency."""
     arrays = {name: ngram_lib.token_arrays(split, vocab) for name, split in splits.items()}
     ng = {name: ngram.token_probabilities(a) for name, a in arrays.items()}
     buckets = {name: mixture.frequency_buckets(ngram.context_counts(a), NUM_BUCKETS) for name, a in arrays.items()}

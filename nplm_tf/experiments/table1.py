@@ -112,11 +112,13 @@ def network_rows(
     tokens = {"network": os.path.join(path, TOKENS_FILE), "mixed": os.path.join(path, MIXED_TOKENS_FILE)}
     ngram_lib.write_per_token(tokens["network"], vocab, ngram_lib.token_arrays(corpus["test"], vocab), probs["test"])
     mixed = {}
+    trigram = network_mixture.load_checked(vocab, trigram_dir)
     for name in ("valid", "test"):  # the weights are always fitted on valid
         report = network_mixture.fit_and_score(
             {"valid": probs["valid"], "eval": probs[name]},
             {"valid": corpus["valid"], "eval": corpus[name]},
             vocab,
+            trigram,
             trigram_dir,
             path,
             "eval",

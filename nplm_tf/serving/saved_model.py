@@ -23,7 +23,6 @@ import keras
 import tensorflow as tf
 
 from nplm_tf import run_dir
-from nplm_tf.baselines import build as ngram_lib
 from nplm_tf.baselines import network_mixture, ngram_graph
 from nplm_tf.config import ConfigError
 from nplm_tf.serving import server as server_lib
@@ -43,19 +42,22 @@ def _scalar(name, dtype):
     return tf.TensorSpec([], dtype, name=name)
 
 
-def load_mixture(model_dir: str, vocab: vocab_lib.Vocabulary):
-    """The mixture fitted by `evaluate --ngram_dir` as a `ngram_graph.ServingNgram`, or None when there is none."""
+def load_mixture(model_dir: str, vocab: vocab_lib.Vocabulary, ngram=None):
+    """The mixture fitted by `evaluate --ngram_dir` as a `ngram_graph.ServingNgram`, or None when there is none.
+    `ngram`: the n-gram model of mixture.json, read and checked by the caller, which has just fitted the
+    weights to it (training's refit), so that it is not read and checked again."""
     saved = run_dir.RunDir(model_dir).read_mixture()
     if saved is None:
         return None, None
+    if ngram is not None:
+        return ngram_graph.serving_model(ngram, saved["context_frequency"]), saved
     path = run_dir.RunDir(model_dir).file(run_dir.MIXTURE)
     ngram_dir = saved["ngram_dir"]
     if not os.path.isdir(ngram_dir):
         raise ConfigError(
             f"{path} names the n-gram model {ngram_dir}, which no longer exists; rebuild it or pass --nomixture."
         )
-    network_mixture.check_same_vocabulary(vocab, ngram_dir)
-    ngram = ngram_lib.load(ngram_dir)
+    ngram = network_mixture.load_checked(vocab, ngram_dir)
     if not network_mixture.fitted_with(saved, ngram):
         raise ConfigError(
             f"{path} was fitted with the n-gram model in {ngram_dir} as it was before it was rebuilt; fit it again "
@@ -77,6 +79,7 @@ def export(
     mixture: bool | None = True,
     model: keras.Model | None = None,
     precision: str | None = None,
+    ngram=None,
 ) -> str:
     """Writes EXPORT_DIR/<version> (default: model_dir/export, next free version) and returns its path.
 
@@ -87,7 +90,7 @@ def export(
     An existing version directory is never replaced: the export is written
     beside it and moved into place only when complete. `precision`: serve in
     this one instead of the run's (`run_dir.load_trained`); export.json's
-    config says which.
+    config says which. `ngram`: the mixture's n-gram, already read (`load_mixture`).
     """
     run = run_dir.RunDir(model_dir)
     export_dir = export_dir or run.export_dir
@@ -100,7 +103,7 @@ def export(
     if os.path.exists(target):
         raise ConfigError(f"{target} already exists; choose another --version (or leave it out for the next free one).")
     try:
-        ngram, saved = load_mixture(model_dir, vocab) if mixture is not False else (None, None)
+        ngram, saved = load_mixture(model_dir, vocab, ngram) if mixture is not False else (None, None)
     except UserError as e:  # no n-gram there, another vocabulary, a changed file
         if mixture:
             raise

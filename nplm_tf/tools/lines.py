@@ -58,8 +58,7 @@ class LineScorer:
         self.model_dir, self.ngram_dir, self.mode = model_dir, ngram_dir, mode
         self.ngram, self.weights = None, None
         if mode != "network":
-            network_mixture.check_same_vocabulary(self.vocab, ngram_dir)
-            self.ngram = ngram_lib.load(ngram_dir)
+            self.ngram = network_mixture.load_checked(self.vocab, ngram_dir)
         if mode == "mixture":
             self.weights = self._fitted_weights()
 
@@ -72,7 +71,7 @@ class LineScorer:
         p_valid = self.network_probabilities(valid)  # fitted and reported on the same split: scored once
         probs = {"valid": p_valid, "eval": p_valid}
         report = network_mixture.fit_and_score(
-            probs, {"valid": valid, "eval": valid}, self.vocab, self.ngram_dir, self.model_dir, "eval"
+            probs, {"valid": valid, "eval": valid}, self.vocab, self.ngram, self.ngram_dir, self.model_dir, "eval"
         )
         # Said: mixture.json decides what the next export serves.
         if same:

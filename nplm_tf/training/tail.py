@@ -113,8 +113,7 @@ def tail_ngram(
     Kneser-Ney), or modified Kneser-Ney of `order` built on the train split with the network's vocabulary and
     pruned at the thresholds `prune` (`KneserNey.prune`; none: unpruned)."""
     if ngram_dir:
-        network_mixture.check_same_vocabulary(vocab, ngram_dir)
-        model = ngram_lib.load(ngram_dir)
+        model = network_mixture.load_checked(vocab, ngram_dir)
         check_kneser_ney(model, ngram_dir)
         return model
     pruned = any(prune)

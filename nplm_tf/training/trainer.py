@@ -178,28 +178,33 @@ def finish_run(
     if write:
         files.replace_atomically(run.keras_file, model.save)
         embeddings.write_projector(run, data.vocab, embeddings.features(model))  # TensorBoard's Projector tab
-        refitted = mixed and refit_mixture(mixed["ngram_dir"], probs, data.vocab, corpus, model_dir)
+        refitted = refit_mixture(mixed["ngram_dir"], probs, data.vocab, corpus, model_dir) if mixed else None
         if refitted:
-            metrics["mixture"] = refitted
+            metrics["mixture"] = refitted[0]
         if export:
             # A new version each time training extends the run; a mixture it cannot serve (an n-gram since
             # removed or rebuilt on another vocabulary) is left out, not an error: said once, by the refit.
-            metrics["export"] = saved_model.export(model_dir, mixture=None if not mixed or refitted else False)
+            mixture = None if not mixed or refitted else False
+            ngram = refitted[1] if refitted else None  # not read and checked again
+            metrics["export"] = saved_model.export(model_dir, mixture=mixture, ngram=ngram)
         run.write_metrics(metrics)
     return metrics
 
 
-def refit_mixture(ngram_dir: str, probs: dict, vocab: vocab_lib.Vocabulary, corpus, model_dir: str) -> dict | None:
+def refit_mixture(
+    ngram_dir: str, probs: dict, vocab: vocab_lib.Vocabulary, corpus, model_dir: str
+) -> tuple[dict, object] | None:
     """The mixture of mixture.json fitted again, on valid, to the network trained now (`probs`: P per token of
-    valid and test), so that the next export serves weights that fit it; None, with a note, when its n-gram
-    can no longer be read (mixture.json is then left as it was)."""
+    valid and test), so that the next export serves weights that fit it: its report and the n-gram model;
+    None, with a note, when its n-gram can no longer be read (mixture.json is then left as it was)."""
     from nplm_tf.baselines import network_mixture
 
     try:
         if not os.path.isdir(ngram_dir):
             raise UserError(f"its n-gram model {ngram_dir} no longer exists")
         splits = {name: corpus[name] for name in probs}
-        report = network_mixture.fit_and_score(probs, splits, vocab, ngram_dir, model_dir, "test")
+        ngram = network_mixture.load_checked(vocab, ngram_dir)
+        report = network_mixture.fit_and_score(probs, splits, vocab, ngram, ngram_dir, model_dir, "test")
     except UserError as e:
         print(
             f"note: the mixture of mixture.json was not fitted to the network trained now (nor exported): {e}",
@@ -211,7 +216,7 @@ def refit_mixture(ngram_dir: str, probs: dict, vocab: vocab_lib.Vocabulary, corp
         f"{report['context_frequency']['perplexity']:.2f} with a weight per context frequency",
         flush=True,
     )
-    return report
+    return report, ngram
 
 
 def evaluate_all(
