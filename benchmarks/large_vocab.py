@@ -156,9 +156,9 @@ def base_config():
 def check_data(base, configs: list, corpus) -> int:
     """|V|, once every split is checked and every variant's config (N and K) against it (in the flag check,
     before TensorFlow loads)."""
-    from nplm_tf.training.data import prepare_data
+    from nplm_tf.training.data import prepare_vocabulary
 
-    vocab_size = prepare_data(base, corpus).vocab.size
+    vocab_size = prepare_vocabulary(base, corpus).size
     for config in configs:
         config.check_vocab_size(vocab_size)
     return vocab_size

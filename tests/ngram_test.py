@@ -32,7 +32,7 @@ def kn3(corpus_flags, tmp_path_factory):
 
 def test_a_vocabulary_limit_gives_the_ngram_the_networks_vocabulary(corpus_flags, tmp_path):
     from nplm_tf.config import Config
-    from nplm_tf.training.data import prepare_data
+    from nplm_tf.training.data import prepare_vocabulary
     from pipelines import corpus as corpus_lib
 
     out = tmp_path / "kn2"
@@ -44,7 +44,7 @@ def test_a_vocabulary_limit_gives_the_ngram_the_networks_vocabulary(corpus_flags
     assert (metrics["vocab_size"], metrics["max_vocab"]) == (10, 10)
     paths = corpus_flags[1]
     texts = corpus_lib.files_corpus(paths["train"], paths["valid"], paths["test"])
-    network = prepare_data(Config(order=3, min_count=1, max_vocab=10), texts).vocab
+    network = prepare_vocabulary(Config(order=3, min_count=1, max_vocab=10), texts)
     assert vocabulary.Vocabulary.load(str(out / "vocab.tsv")) == network
     assert network.size == 10 < vocabulary.build(texts["train"], 1).size
 

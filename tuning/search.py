@@ -74,7 +74,7 @@ def check_flags():
     """The base config, the corpus and its vocabulary, once the flag values and the data are checked, without
     TensorFlow (`app.run` calls it first)."""
     from nplm_tf.config import Config, ConfigError
-    from nplm_tf.training.data import prepare_data
+    from nplm_tf.training.data import prepare_vocabulary
     from pipelines import files
 
     strategies.check_cpu_devices(NUM_CPU_DEVICES.value)
@@ -90,7 +90,7 @@ def check_flags():
             f"loss={base.loss!r} trains the full vocabulary by sampling; drop one of the two."
         )
     corpus = corpus_flags.corpus_from_flags()
-    return base, corpus, prepare_data(base, corpus).vocab  # the data checked before TensorFlow loads too
+    return base, corpus, prepare_vocabulary(base, corpus)  # the data checked before TensorFlow loads too
 
 
 def main(argv, checked):

@@ -61,9 +61,20 @@ def prepare_data(
     model_dir: str | None = None,
     check: Callable[[vocab_lib.Vocabulary], None] | None = None,
 ) -> Data:
-    """Checks every split, builds (or reloads) the vocabulary, checks the settings that depend on |V|, and
-    counts tokens. A run's vocabulary is reloaded only once its config.json exists (its setup finished).
-    `check(vocab)` refuses what else depends on a new vocabulary before anything is written."""
+    """`prepare_vocabulary`'s vocabulary, and the tokens of each split."""
+    vocab = prepare_vocabulary(config, corpus, model_dir, check)
+    return Data(vocab, {name: split_tokens(corpus[name]) for name in corpus_lib.SPLITS})
+
+
+def prepare_vocabulary(
+    config: Config,
+    corpus: corpus_lib.Corpus,
+    model_dir: str | None = None,
+    check: Callable[[vocab_lib.Vocabulary], None] | None = None,
+) -> vocab_lib.Vocabulary:
+    """Checks every split, builds (or reloads) the vocabulary and checks the settings that depend on |V|. A
+    run's vocabulary is reloaded only once its config.json exists (its setup finished). `check(vocab)`
+    refuses what else depends on a new vocabulary before anything is written."""
     for name in corpus_lib.SPLITS:
         corpus_lib.check_split(corpus[name], config.order)
     run = RunDir(model_dir) if model_dir else None
@@ -74,4 +85,4 @@ def prepare_data(
         check(vocab)
     if run and not reload:
         run.save_vocab(vocab)
-    return Data(vocab, {name: split_tokens(corpus[name]) for name in corpus_lib.SPLITS})
+    return vocab
