@@ -212,6 +212,15 @@ def test_saved_model_cli_shows_and_runs_the_export(run):
     assert "words" in ran.stdout and "probabilities" in ran.stdout
 
 
+def count_calls(monkeypatch, functions) -> list[str]:
+    """Each call of the (module, name) `functions`, by name, from now until `monkeypatch` is undone."""
+    calls = []
+    for module, name in functions:
+        original = getattr(module, name)
+        monkeypatch.setattr(module, name, lambda *a, _f=original, _n=name: calls.append(_n) or _f(*a))
+    return calls
+
+
 @pytest.mark.parametrize("smoothing", ["kneser_ney", "interpolated"])
 def test_mixture_export_serves_evaluates_probabilities(run, tmp_path, smoothing, capsys, monkeypatch):
     model_dir, corpus, paths, _ = run
@@ -267,10 +276,9 @@ def test_mixture_export_serves_evaluates_probabilities(run, tmp_path, smoothing,
         # fitted to the network as it was), and reports it in metrics.json. The refit and the export read
         # the n-gram and check its vocabulary once (each did both, and the export digested it again).
         capsys.readouterr()
-        calls = []
-        for module, name in [(ngram_lib, "load"), (network_mixture, "check_same_vocabulary"), (ngram_lib, "digest")]:
-            original = getattr(module, name)
-            monkeypatch.setattr(module, name, lambda *a, _f=original, _n=name: calls.append(_n) or _f(*a))
+        calls = count_calls(
+            monkeypatch, [(ngram_lib, "load"), (network_mixture, "check_same_vocabulary"), (ngram_lib, "digest")]
+        )
         extended = trainer.train_and_evaluate(helpers.tiny_config(epochs=3), work, corpus, verbose=0)
         monkeypatch.undo()
         assert sorted(calls) == ["check_same_vocabulary", "digest", "load"]
@@ -392,10 +400,7 @@ def test_weights_fitted_with_an_n_gram_since_rebuilt_in_place_are_not_served_wit
     # The scorer behind query and rescore, fitting again in process: it reads the n-gram and checks its
     # vocabulary once (its fit read and checked both a second time).
     ngram_lib.train_ngram(3, kn_dir, corpus, min_count=1, arpa=False)
-    calls = []
-    for module, name in [(ngram_lib, "load"), (network_mixture, "check_same_vocabulary")]:
-        original = getattr(module, name)
-        monkeypatch.setattr(module, name, lambda *a, _f=original, _n=name: calls.append(_n) or _f(*a))
+    calls = count_calls(monkeypatch, [(ngram_lib, "load"), (network_mixture, "check_same_vocabulary")])
     scorer = lines_lib.LineScorer(work, kn_dir, mode="mixture")
     assert sorted(calls) == ["check_same_vocabulary", "load"]
     assert json.load(open(os.path.join(work, "mixture.json")))["context_frequency"] == scorer.weights.tolist()
