@@ -76,15 +76,16 @@ def mend_cut_short_state(output_dir: str, tuner_id: str, holds_oracle: bool, rep
     """
     project = os.path.join(output_dir, PROJECT)
     tuner_file = os.path.join(project, f"{tuner_id}.json")
-    oracle_files = [os.path.join(project, "oracle.json"), *glob.glob(os.path.join(project, "trial_*", "trial.json"))]
-    broken_oracle = [p for p in oracle_files if holds_oracle and os.path.isfile(p) and not _parses(p)]
+    oracle_file = os.path.join(project, "oracle.json")
+    oracle_files = [oracle_file, *glob.glob(os.path.join(project, "trial_*", "trial.json"))] if holds_oracle else []
+    broken_oracle = [p for p in oracle_files if os.path.isfile(p) and not _parses(p)]
     if broken_oracle and report_only:
         raise ConfigError(
             f"{broken_oracle[0]} was cut short when the search was stopped; run the search without --report_only: "
             "it starts over and reads the finished trials' runs back."
         )
     if broken_oracle:
-        for path in (tuner_file, oracle_files[0]):
+        for path in (tuner_file, oracle_file):
             if os.path.isfile(path):
                 os.remove(path)
         return (
