@@ -1,5 +1,6 @@
 """The SavedModel: written by training and by nplm_tf.export, served without this package."""
 
+import functools
 import json
 import os
 import re
@@ -18,6 +19,7 @@ from nplm_tf.baselines import interpolated, kneser_ney, mixture, network_mixture
 from nplm_tf.config import ConfigError
 from nplm_tf.network import scoring
 from nplm_tf.serving import saved_model
+from nplm_tf.serving import server as server_lib
 from nplm_tf.tools import lines as lines_lib
 from nplm_tf.training import trainer
 from nplm_tf.training.data import eval_dataset
@@ -215,10 +217,29 @@ def test_saved_model_cli_shows_and_runs_the_export(run):
 def count_calls(monkeypatch, functions) -> list[str]:
     """Each call of the (module, name) `functions`, by name, from now until `monkeypatch` is undone."""
     calls = []
+
+    def counted(name, original):
+        @functools.wraps(original)  # its signature too: tf.function binds arguments by it
+        def wrapper(*args, **kwargs):
+            calls.append(name)
+            return original(*args, **kwargs)
+
+        return wrapper
+
     for module, name in functions:
-        original = getattr(module, name)
-        monkeypatch.setattr(module, name, lambda *a, _f=original, _n=name: calls.append(_n) or _f(*a))
+        monkeypatch.setattr(module, name, counted(name, getattr(module, name)))
     return calls
+
+
+def test_an_export_traces_each_signature_once(run, tmp_path, monkeypatch):
+    model_dir = run[0]
+    calls = count_calls(monkeypatch, [(server_lib.Server, name) for name in ("next_word", "score", "generate")])
+    path = saved_model.export(model_dir, export_dir=str(tmp_path / "export"))
+    # serving_default is next_word at k = 10; a signature traced again by the save would be counted twice
+    assert sorted(calls) == ["generate", "next_word", "next_word", "score"]
+    served = tf.saved_model.load(path)
+    assert sorted(served.signatures) == sorted(saved_model.SIGNATURES)
+    assert served.signatures["serving_default"](text=tf.constant(["the cat"]))["words"].shape == (1, 10)
 
 
 @pytest.mark.parametrize("smoothing", ["kneser_ney", "interpolated"])

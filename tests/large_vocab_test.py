@@ -17,6 +17,9 @@ from nplm_tf.network import model as model_lib
 from nplm_tf.network import objectives, scoring, shortlist
 from nplm_tf.network.network_tail import NetworkTail
 from nplm_tf.network.shortlist import ShortListTail
+from nplm_tf.serving import saved_model
+from nplm_tf.serving import server as server_lib
+from nplm_tf.tools import lines as lines_lib
 from nplm_tf.training import trainer
 from nplm_tf.training.data import eval_dataset
 from pipelines import corpus as corpus_lib
@@ -271,6 +274,28 @@ def test_a_class_tail_listing_every_word_is_the_full_softmax(tmp_path):
     dataset = eval_dataset(corpus["test"], vocab, full_config)
     expected = scoring.token_probabilities(full, dataset)
     np.testing.assert_allclose(scoring.token_probabilities(listed, dataset), expected, rtol=1e-6)
+
+
+def test_a_short_list_mixed_with_an_ngram_is_served_as_scored_and_its_export_holds_only_what_it_reads(tmp_path):
+    corpus, _ = tiny_corpus(tmp_path)
+    model_dir = str(tmp_path / "m")
+    trainer.train_and_evaluate(helpers.tiny_config(epochs=1, shortlist=8), model_dir, corpus, verbose=0, export=False)
+    # Mixed with an n-gram on its vocabulary (its own tail's): fitted on valid and saved, as `evaluate` fits it.
+    scorer = lines_lib.LineScorer(model_dir, os.path.join(model_dir, "tail_ngram"), mode="mixture")
+    expected = scorer.probabilities(corpus["test"])
+    path = saved_model.export(model_dir)
+    served = tf.saved_model.load(path)
+    lines = [line for line in corpus["test"].iter_lines() if line.split()]
+    out = served.signatures["score"](text=tf.constant(lines))
+    np.testing.assert_allclose(np.exp(out["token_log_probs"].numpy()[out["mask"].numpy()]), expected, rtol=1e-5)
+    top = served.signatures["next_word"](text=tf.constant(["the cat"]), k=tf.constant(scorer.vocab.size))
+    assert top["probabilities"].numpy().sum() == pytest.approx(1.0, abs=1e-5)
+    # Under a mixture next_word ranks the dense distribution, so the list's ranked tail tables serve no
+    # signature and are left out (saving the whole server kept them).
+    ngram, _ = saved_model.load_mixture(model_dir, scorer.vocab)
+    server = server_lib.Server(scorer.model, scorer.vocab, os.path.join(model_dir, "vocab.tsv"), ngram)
+    saved = tf.train.list_variables(os.path.join(path, "variables", "variables"))
+    assert 0 < sum(name.endswith("VARIABLE_VALUE") for name, _ in saved) < len(server.variables)
 
 
 def _inclusion(sample, vocab_size, calls):
