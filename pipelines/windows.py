@@ -23,19 +23,25 @@ _LINE_SHUFFLE_BUFFER = 10_000
 # ops) was most of the pipeline's CPU time on short lines (docs/design.md, "The input pipeline").
 _FILTER_BATCH = 64
 _WINDOW_BATCH = 32
+# The functions tf.data traces are left as written: their control flow is Python's (on the split's and the
+# flags' values, never on tensors), and AutoGraph's conversion of them (and of tensorflow-text's
+# `sliding_window` inside) took 0.5-0.8 s of every process that builds a dataset.
+_as_written = tf.autograph.experimental.do_not_convert
 
 
 def lines_dataset(split: corpus_lib.Split) -> tf.data.Dataset:
     """The split's lines as a dataset of scalar strings, streamed from disk for files."""
     if split.lines is not None:
         return tf.data.Dataset.from_tensor_slices(tf.constant(list(split.lines), tf.string))
-    return tf.data.Dataset.from_tensor_slices(list(split.files)).flat_map(_file_lines)
+    return tf.data.Dataset.from_tensor_slices(list(split.files)).flat_map(_as_written(_file_lines))
 
 
 def _file_lines(path: tf.Tensor) -> tf.data.Dataset:
     """One file's lines, the first without its byte-order mark, as `corpus_lib.drop_byte_order_mark` reads it."""
     lines = tf.data.TextLineDataset(path)
-    first = lines.take(1).map(lambda line: tf.strings.regex_replace(line, "^" + corpus_lib.BYTE_ORDER_MARK, ""))
+    first = lines.take(1).map(
+        _as_written(lambda line: tf.strings.regex_replace(line, "^" + corpus_lib.BYTE_ORDER_MARK, ""))
+    )
     return first.concatenate(lines.skip(1))
 
 
@@ -112,14 +118,14 @@ def window_dataset(
     table = table if table is not None else vocab.lookup_table()
 
     def build(epoch_value: tf.Tensor) -> tf.data.Dataset:
-        lines = lines_dataset(split).batch(_FILTER_BATCH).map(_nonblank).unbatch()
+        lines = lines_dataset(split).batch(_FILTER_BATCH).map(_as_written(_nonblank)).unbatch()
         if shuffle:
             lines = lines.shuffle(_LINE_SHUFFLE_BUFFER, seed=seed * 7919 + epoch_value)
         # Each element is a batch of lines' windows; rebatch slices and joins
         # them as tensors, never as single windows, which keeps tf.data's
         # per-element cost off the hot path.
         windows = lines.batch(_WINDOW_BATCH).map(
-            lambda batch: lines_windows(batch, table, order, vocab.bos_id, vocab.eos_id),
+            _as_written(lambda batch: lines_windows(batch, table, order, vocab.bos_id, vocab.eos_id)),
             num_parallel_calls=AUTOTUNE,
             deterministic=True,
         )
@@ -131,12 +137,12 @@ def window_dataset(
             key = tf.stack([tf.cast(seed, tf.int64), epoch_value * 1_000_003 + index])
             return tf.random.experimental.stateless_shuffle(block, seed=key)
 
-        return blocks.map(mix, num_parallel_calls=AUTOTUNE, deterministic=True).rebatch(batch_size)
+        return blocks.map(_as_written(mix), num_parallel_calls=AUTOTUNE, deterministic=True).rebatch(batch_size)
 
     if shuffle and isinstance(epoch, tf.Variable):
-        windows = tf.data.Dataset.from_tensors(0).flat_map(lambda _: build(epoch.read_value()))
+        windows = tf.data.Dataset.from_tensors(0).flat_map(_as_written(lambda _: build(epoch.read_value())))
     else:
         windows = build(tf.constant(epoch or 0, tf.int64))
-    ds = windows.map(split_window, num_parallel_calls=AUTOTUNE, deterministic=True)
+    ds = windows.map(_as_written(split_window), num_parallel_calls=AUTOTUNE, deterministic=True)
     ds = ds.apply(tf.data.experimental.assert_cardinality(num_batches(tokens, batch_size)))
     return ds.prefetch(AUTOTUNE).with_options(_OPTIONS)

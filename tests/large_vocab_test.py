@@ -298,6 +298,34 @@ def test_a_short_list_mixed_with_an_ngram_is_served_as_scored_and_its_export_hol
     assert 0 < sum(name.endswith("VARIABLE_VALUE") for name, _ in saved) < len(server.variables)
 
 
+def test_training_scoring_and_export_convert_none_of_the_projects_functions_with_autograph(tmp_path, monkeypatch):
+    """Their control flow is Python's: AutoGraph's conversion was 1-2 s of each process that trains or scores."""
+    from tensorflow.python.autograph.pyct import transpiler  # TensorFlow's converter (pinned in setup.py)
+
+    converted = []
+    original = transpiler.PyToPy.transform_function
+
+    def counting(self, fn, user_context):
+        converted.append(f"{getattr(fn, '__module__', None)}.{getattr(fn, '__qualname__', fn)}")
+        return original(self, fn, user_context)
+
+    monkeypatch.setattr(transpiler.PyToPy, "transform_function", counting)
+
+    def probe(x):
+        return x + 1
+
+    tf.function(probe)(tf.constant(1))
+    assert any(name.endswith(".probe") for name in converted)  # the hook sees what AutoGraph converts
+    corpus, _ = tiny_corpus(tmp_path)
+    for tail in ("class", "network"):
+        metrics = trainer.train_and_evaluate(
+            helpers.tiny_config(epochs=1, shortlist=8, tail=tail), str(tmp_path / tail), corpus, verbose=0
+        )
+        assert os.path.isdir(metrics["export"])
+    ours = [name for name in converted if name.startswith(("nplm_tf.", "pipelines.", "tensorflow_text."))]
+    assert not ours, ours
+
+
 def _inclusion(sample, vocab_size, calls):
     """How often each word is among a sampler's noise words, and the mean expected count it is reported with."""
     seen, reported = np.zeros(vocab_size), np.zeros(vocab_size)

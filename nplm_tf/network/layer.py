@@ -5,12 +5,12 @@ import tensorflow as tf
 from keras import ops
 
 
-@tf.function(jit_compile=True)
+@tf.function(jit_compile=True, autograph=False)
 def _cast_add(y, b):
     return tf.cast(y, tf.float32) + b  # one XLA pass instead of a cast and an add
 
 
-@tf.function(jit_compile=True)
+@tf.function(jit_compile=True, autograph=False)
 def _cast_square_sum_gradient(w, upstream_cast, upstream_sum):
     return tf.cast(upstream_cast, w.dtype) + (2 * upstream_sum) * w
 

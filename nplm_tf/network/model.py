@@ -10,7 +10,7 @@ from nplm_tf.network.layer import NPLMLayer
 from nplm_tf.network.optimizers import make_optimizer
 
 
-@tf.function(jit_compile=True)
+@tf.function(jit_compile=True, autograph=False)
 def _xent_gradient(probabilities, targets, upstream):
     # d(-ln p_t)/dz = p - onehot(t), scaled by the upstream gradient: one XLA pass.
     onehot = tf.one_hot(targets, tf.shape(probabilities)[1], dtype=probabilities.dtype)

@@ -131,7 +131,7 @@ class NetworkShortList(Objective):
         return nll, regularization
 
 
-@tf.function(jit_compile=True)
+@tf.function(jit_compile=True, autograph=False)
 def _split_rows_gradient(output, d_head, d_tail, d_square_sum):
     """The gradient of `output` from those of its two slices and of Σ output²."""
     return tf.concat([d_head, d_tail], axis=0) + (2 * d_square_sum) * output

@@ -15,7 +15,7 @@ def learning_rate(config: Config) -> keras.optimizers.schedules.LearningRateSche
     )
 
 
-@tf.function(jit_compile=True)
+@tf.function(jit_compile=True, autograph=False)
 def _adam_update(variable, m, v, gradient, squared, alpha, beta_1, beta_2, epsilon):
     # Keras's Adam update, term for term; XLA runs it as one pass over the
     # variable instead of about a dozen separate elementwise kernels. The

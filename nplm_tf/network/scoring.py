@@ -44,13 +44,13 @@ def nll_function(model: keras.Model) -> Callable:
     if getattr(tail, "tail", None) == "network":  # the tail's outputs only for the windows that need them
         layer = model.get_layer("nplm")
 
-        @tf.function
+        @tf.function(autograph=False)
         def network_tail_nll(context, target):
             return -tail.log_prob_of_outputs(layer.hidden(context), layer.output_logits, target)
 
         return network_tail_nll
 
-    @tf.function
+    @tf.function(autograph=False)  # Python control flow only: AutoGraph's conversion cost 1-2 s per process
     def batch_nll(context, target):
         logits = model(context, training=False)
         if tail is None:
@@ -106,7 +106,7 @@ def log_normalizer(model: keras.Model, dataset: tf.data.Dataset) -> dict[str, fl
     for log-probabilities; evaluation here never relies on that and always normalizes.
     """
 
-    @tf.function
+    @tf.function(autograph=False)
     def batch_log_z(context):
         return tf.cast(tf.reduce_logsumexp(model(context, training=False), axis=1), tf.float64)
 
