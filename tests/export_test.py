@@ -418,12 +418,14 @@ def test_weights_fitted_with_an_n_gram_since_rebuilt_in_place_are_not_served_wit
     assert refit["ngram_order"] == 2 and refit["ngram_digest"] != fitted["ngram_digest"]
     assert saved_model.load_mixture(work, vocab)[1] == refit
 
-    # The scorer behind query and rescore, fitting again in process: it reads the n-gram and checks its
-    # vocabulary once (its fit read and checked both a second time).
+    # The scorer behind query and rescore, fitting again in process: it reads the n-gram, checks its
+    # vocabulary and digests it once (its fit read and checked both a second time, then digested it again).
     ngram_lib.train_ngram(3, kn_dir, corpus, min_count=1, arpa=False)
-    calls = count_calls(monkeypatch, [(ngram_lib, "load"), (network_mixture, "check_same_vocabulary")])
+    calls = count_calls(
+        monkeypatch, [(ngram_lib, "load"), (network_mixture, "check_same_vocabulary"), (ngram_lib, "digest")]
+    )
     scorer = lines_lib.LineScorer(work, kn_dir, mode="mixture")
-    assert sorted(calls) == ["check_same_vocabulary", "load"]
+    assert sorted(calls) == ["check_same_vocabulary", "digest", "load"]
     assert json.load(open(os.path.join(work, "mixture.json")))["context_frequency"] == scorer.weights.tolist()
 
 

@@ -37,10 +37,11 @@ def load_checked(vocab: vocab_lib.Vocabulary, ngram_dir: str):
     return ngram_lib.load(ngram_dir)
 
 
-def fitted_with(saved: dict, ngram) -> bool:
+def fitted_with(saved: dict, ngram, digest: str | None = None) -> bool:
     """Whether the weights of mixture.json (`saved`) were fitted with `ngram`, the model now in its directory (one
-    fitted before mixture.json recorded the n-gram's digest: taken to be)."""
-    return "ngram_digest" not in saved or saved["ngram_digest"] == ngram_lib.digest(ngram)
+    fitted before mixture.json recorded the n-gram's digest: taken to be). `digest`: `ngram`'s, when the caller
+    has it (default: computed here)."""
+    return "ngram_digest" not in saved or saved["ngram_digest"] == (digest or ngram_lib.digest(ngram))
 
 
 def fit_and_score(
@@ -52,10 +53,12 @@ def fit_and_score(
     model_dir: str,
     eval_split: str,
     per_token: str | None = None,
+    digest: str | None = None,
 ) -> dict:
     """Fits the three mixtures on `valid`, reports them on `eval_split`, saves the weights; `ngram`: the model
     in `ngram_dir`, on the network's vocabulary (`load_checked`); `per_token`: a file to write the eval split's
-    ln P per token under the mixture with one weight per context frequency."""
+    ln P per token under the mixture with one weight per context frequency; `digest`: `ngram`'s, when the caller
+    has it (default: computed here)."""
     arrays = {name: ngram_lib.token_arrays(split, vocab) for name, split in splits.items()}
     ng = {name: ngram.token_probabilities(a) for name, a in arrays.items()}
     buckets = {name: mixture.frequency_buckets(ngram.context_counts(a), NUM_BUCKETS) for name, a in arrays.items()}
@@ -83,7 +86,7 @@ def fit_and_score(
     saved = {
         "ngram_dir": os.path.abspath(ngram_dir),
         "ngram_order": ngram.order,
-        "ngram_digest": ngram_lib.digest(ngram),  # weights of an n-gram since rebuilt in place are not served
+        "ngram_digest": digest or ngram_lib.digest(ngram),  # weights of an n-gram since rebuilt in place are not served
         "em": lam,
         "context_frequency": weights.tolist(),
     }

@@ -65,13 +65,16 @@ class LineScorer:
     def _fitted_weights(self) -> np.ndarray:
         saved = run_dir.RunDir(self.model_dir).read_mixture()
         same = saved and os.path.abspath(saved["ngram_dir"]) == os.path.abspath(self.ngram_dir)
-        if same and network_mixture.fitted_with(saved, self.ngram):  # else fitted again: the n-gram was rebuilt
+        # Digested once, for the check and a fit after it (a fit from before mixture.json kept digests: none).
+        digest = ngram_lib.digest(self.ngram) if same and "ngram_digest" in saved else None
+        if same and network_mixture.fitted_with(saved, self.ngram, digest):  # else fitted again: the n-gram was rebuilt
             return np.asarray(saved["context_frequency"])
         valid = corpus_flags.corpus_from_flags(run_dir.RunDir(self.model_dir).read_corpus(), self.model_dir)["valid"]
         p_valid = self.network_probabilities(valid)  # fitted and reported on the same split: scored once
         probs = {"valid": p_valid, "eval": p_valid}
+        splits = {"valid": valid, "eval": valid}
         report = network_mixture.fit_and_score(
-            probs, {"valid": valid, "eval": valid}, self.vocab, self.ngram, self.ngram_dir, self.model_dir, "eval"
+            probs, splits, self.vocab, self.ngram, self.ngram_dir, self.model_dir, "eval", digest=digest
         )
         # Said: mixture.json decides what the next export serves.
         if same:
