@@ -57,8 +57,8 @@ def main(argv, checked):
     serving = server.Server(model, vocab, run_dir.RunDir(MODEL_DIR.value).vocab_path, ngram)
     generate = serving.generate  # eager: one group (most runs) would spend seconds tracing
     if NUM_SAMPLES.value > server.GENERATE_ROWS:  # traced once: 0.2 s a group instead of 2 eagerly (a tiny model here)
-        scalars = [tf.TensorSpec([], dtype) for dtype in (tf.int32, tf.float32, tf.int32, tf.int64, tf.bool)]
-        generate = tf.function(generate, input_signature=[tf.TensorSpec([None], tf.string), *scalars])
+        # As the export traces it: the signature's inputs, no AutoGraph (the server's control flow is Python's).
+        generate = tf.function(generate, input_signature=saved_model.generate_signature(), autograph=False)
     for group, start in enumerate(range(0, NUM_SAMPLES.value, server.GENERATE_ROWS)):
         rows = min(server.GENERATE_ROWS, NUM_SAMPLES.value - start)
         out = generate(

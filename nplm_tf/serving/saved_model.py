@@ -78,16 +78,21 @@ def _signatures(server: server_lib.Server) -> dict:
         "serving_default": concrete(lambda text: server.next_word(text, k), _text("text")),
         "next_word": concrete(server.next_word, _text("text"), _scalar("k", tf.int32)),
         "score": concrete(server.score, _text("text")),
-        "generate": concrete(
-            server.generate,
-            _text("prompt"),
-            _scalar("max_tokens", tf.int32),
-            _scalar("temperature", tf.float32),
-            _scalar("top_k", tf.int32),
-            _scalar("seed", tf.int64),
-            _scalar("allow_unk", tf.bool),
-        ),
+        "generate": concrete(server.generate, *generate_signature()),
     }
+
+
+def generate_signature() -> list[tf.TensorSpec]:
+    """The inputs of `server.Server.generate`, as the `generate` signature takes them (`nplm_tf.generate` traces
+    it so too)."""
+    return [
+        _text("prompt"),
+        _scalar("max_tokens", tf.int32),
+        _scalar("temperature", tf.float32),
+        _scalar("top_k", tf.int32),
+        _scalar("seed", tf.int64),
+        _scalar("allow_unk", tf.bool),
+    ]
 
 
 def _saved_object(server: server_lib.Server, signatures: dict) -> tf.Module:
