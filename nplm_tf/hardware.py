@@ -3,17 +3,33 @@
 from __future__ import annotations
 
 
-def cpu_flags(cpuinfo: str = "/proc/cpuinfo") -> set[str] | None:
-    """The first processor's feature flags, or None where they cannot be read (not Linux, not x86)."""
+def _first_processor(cpuinfo: str) -> dict[str, str] | None:
+    """The first processor's fields of /proc/cpuinfo (`flags`, `vendor_id`, ...), or None where the file cannot be
+    read (not Linux)."""
+    fields = {}
     try:
         with open(cpuinfo, encoding="utf-8", errors="replace") as f:
             for line in f:
-                key, _, value = line.partition(":")
-                if key.strip() == "flags":
-                    return set(value.split())
+                key, colon, value = line.partition(":")
+                if not line.strip() and fields:
+                    break  # the second processor begins after a blank line
+                if colon:
+                    fields.setdefault(key.strip(), value.strip())
     except OSError:
         return None
-    return None
+    return fields
+
+
+def cpu_flags(cpuinfo: str = "/proc/cpuinfo") -> set[str] | None:
+    """The first processor's feature flags, or None where they cannot be read (not Linux, not x86)."""
+    fields = _first_processor(cpuinfo)
+    return set(fields["flags"].split()) if fields and "flags" in fields else None
+
+
+def cpu_vendor(cpuinfo: str = "/proc/cpuinfo") -> str | None:
+    """The first processor's `vendor_id` ("GenuineIntel", "AuthenticAMD", ...), or None where it cannot be read."""
+    fields = _first_processor(cpuinfo)
+    return fields.get("vendor_id") if fields else None
 
 
 TRAIN_ADVICE = "a new run with --precision=float32 is usually faster on it"
@@ -27,9 +43,11 @@ def bfloat16_notice(
 
     Without AVX512-BF16 or AMX (most AMD processors before Zen 4, Intel before Cooper Lake), oneDNN converts
     bfloat16 to float32 around each matmul, and mixed_bfloat16 trains and serves slower than float32. With
-    AVX512-BF16 but no AMX, training still ran 1.4–1.6× faster in float32 at the MLP9 shape (Brown and GCIDE),
-    while serving was within noise of it; so `training` (the default) speaks there too, serving does not
-    (benchmarks/README.md, "An AVX-512 CPU without AMX"). On a GPU, or where the flags cannot be read, nothing.
+    AVX512-BF16 but no AMX, it depends on the maker: on an Intel Xeon training ran 1.4–1.6× faster in float32 at
+    the MLP9 shape (Brown and GCIDE), while serving was within noise of it, so `training` (the default) speaks
+    there too, serving does not; on an AMD EPYC of the Zen 4 generation mixed_bfloat16 trained 1.2–1.5× faster
+    than float32, so nothing is said there, nor for other makers, not measured (benchmarks/README.md, "An AVX-512
+    CPU without AMX" and "AMD Zen 4"). On a GPU, or where the flags cannot be read, nothing.
     """
     if precision != "mixed_bfloat16":
         return None
@@ -45,9 +63,9 @@ def bfloat16_notice(
             "note: this CPU has no bfloat16 instructions (avx512_bf16 or amx_bf16), so --precision=mixed_bfloat16 "
             f"is emulated here; {advice}."
         )
-    if not training:
+    if not training or cpu_vendor(cpuinfo) != "GenuineIntel":
         return None
     return (
-        "note: this CPU has AVX512-BF16 but no AMX (amx_bf16), where --precision=mixed_bfloat16 trains slower "
+        "note: this Intel CPU has AVX512-BF16 but no AMX (amx_bf16), where --precision=mixed_bfloat16 trains slower "
         f"than float32; {advice}."
     )
