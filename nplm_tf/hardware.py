@@ -20,10 +20,13 @@ def _first_processor(cpuinfo: str) -> dict[str, str] | None:
     return fields
 
 
+def _flags(fields: dict[str, str] | None) -> set[str] | None:
+    return set(fields["flags"].split()) if fields and "flags" in fields else None
+
+
 def cpu_flags(cpuinfo: str = "/proc/cpuinfo") -> set[str] | None:
     """The first processor's feature flags, or None where they cannot be read (not Linux, not x86)."""
-    fields = _first_processor(cpuinfo)
-    return set(fields["flags"].split()) if fields and "flags" in fields else None
+    return _flags(_first_processor(cpuinfo))
 
 
 def cpu_vendor(cpuinfo: str = "/proc/cpuinfo") -> str | None:
@@ -55,7 +58,8 @@ def bfloat16_notice(
 
     if tf.config.list_physical_devices("GPU"):
         return None
-    flags = cpu_flags(cpuinfo)
+    fields = _first_processor(cpuinfo)  # read once for the flags and the maker
+    flags = _flags(fields)
     if flags is None or "amx_bf16" in flags:
         return None
     if "avx512_bf16" not in flags:
@@ -63,7 +67,7 @@ def bfloat16_notice(
             "note: this CPU has no bfloat16 instructions (avx512_bf16 or amx_bf16), so --precision=mixed_bfloat16 "
             f"is emulated here; {advice}."
         )
-    if not training or cpu_vendor(cpuinfo) != "GenuineIntel":
+    if not training or fields.get("vendor_id") != "GenuineIntel":
         return None
     return (
         "note: this Intel CPU has AVX512-BF16 but no AMX (amx_bf16), where --precision=mixed_bfloat16 trains slower "
