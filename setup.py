@@ -25,6 +25,7 @@ setup(
     entry_points={
         "console_scripts": [
             "nplm-train=nplm_tf.train:run",
+            "nplm-compare=nplm_tf.compare:run",
             "nplm-evaluate=nplm_tf.evaluate:run",
             "nplm-describe=pipelines.describe:run",
             "nplm-ngram=nplm_tf.ngram:run",

@@ -171,3 +171,50 @@ def test_binaries_point_at_their_main(kind):
     for target in build_targets():
         if target["kind"] == kind:
             assert target["main"] in target["srcs"]
+
+
+def console_scripts(text=None) -> dict[str, str]:
+    """setup.py's console scripts, name -> "module:function", read from its source (nothing installed)."""
+    if text is None:
+        with open(os.path.join(helpers.ROOT, "setup.py"), encoding="utf-8") as f:
+            text = f.read()
+    for node in ast.walk(ast.parse(text, "setup.py")):
+        if isinstance(node, ast.keyword) and node.arg == "entry_points":
+            entries = ast.literal_eval(node.value)["console_scripts"]
+            return dict(entry.replace(" ", "").split("=", 1) for entry in entries)
+    raise AssertionError("setup.py has no entry_points")
+
+
+def script_errors(scripts: dict[str, str]) -> list[str]:
+    """Each installed binary (a py_binary outside benchmarks/, which setup.py does not install) without its
+    `nplm-NAME = module:run` script, and each script naming a module or function that does not exist."""
+    errors = []
+    for target in build_targets():
+        main = target.get("main", "")
+        if target["kind"] != "py_binary" or main.startswith("benchmarks/"):
+            continue
+        module = main[: -len(".py")].replace("/", ".")
+        name = f"nplm-{target['name']}"
+        if scripts.get(name) != f"{module}:run":
+            errors.append(f"{main}: no console script {name}={module}:run (setup.py has {scripts.get(name)!r})")
+    for name, target in scripts.items():
+        module, _, function = target.partition(":")
+        path = _module_file(module)
+        if path is None or function not in _functions(path):
+            errors.append(f"{name}: {target} does not exist")
+    return errors
+
+
+def _functions(path: str) -> set[str]:
+    """The names of the functions a module defines at its top level."""
+    with open(os.path.join(helpers.ROOT, path), encoding="utf-8") as f:
+        return {node.name for node in ast.parse(f.read(), path).body if isinstance(node, ast.FunctionDef)}
+
+
+def test_every_binary_is_installed_as_a_command():
+    scripts = console_scripts()
+    assert "nplm-train" in scripts
+    assert script_errors(scripts) == []
+    # Caught: a binary left out, and a script naming a function that is not there.
+    assert any("nplm-compare" in e for e in script_errors({k: v for k, v in scripts.items() if k != "nplm-compare"}))
+    assert any("does not exist" in e for e in script_errors(dict(scripts, **{"nplm-x": "nplm_tf.train:nothing"})))
