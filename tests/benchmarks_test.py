@@ -152,3 +152,40 @@ def test_large_vocab_benchmark_alternates_variants_and_writes_its_table(tmp_path
     assert '"epoch"' not in again.stdout  # nothing trained
     resaved = json.load(open(tmp_path / "out" / "large_vocab.json"))["results"]
     assert all(resaved[name]["epochs"] == saved[name]["epochs"] for name in names)
+
+
+def _zipf_corpus(output, *flags):
+    result = helpers.run_binary("benchmarks.zipf_corpus", f"--output={output}", *flags)
+    assert result.returncode == 0, result.stderr[-3000:]
+    return json.loads(result.stdout.strip().splitlines()[-1])
+
+
+def test_the_zipf_corpus_draws_frequent_words_and_their_successors_the_same_each_time(tmp_path):
+    small = ["--train_tokens=3000", "--eval_tokens=300", "--ranks=400", "--line_words=7", "--seed=5"]
+    report = _zipf_corpus(tmp_path / "a", *small)
+    lines = (tmp_path / "a" / "train.txt").read_text().splitlines()
+    assert len(lines) == 429 and all(1 <= len(line.split()) <= 7 for line in lines)  # ⌈3000 / 7⌉ lines
+    ranks = [int(word[1:], 16) for line in lines for word in line.split()]
+    assert len(ranks) == report["train"]["tokens"] == 3000 and max(ranks) < 400
+    assert report["train"]["distinct"] == len(set(ranks))
+    assert max(set(ranks), key=ranks.count) == 0  # the law's most likely word is the most frequent
+    successors = sum(b == (a * 7 + 3) % 400 for a, b in zip(ranks, ranks[1:], strict=False)) / (len(ranks) - 1)
+    assert 0.25 < successors < 0.40  # --follow=0.3, and chance
+    for name in ("valid", "test"):
+        assert report[name]["tokens"] == len((tmp_path / "a" / f"{name}.txt").read_text().split()) == 300
+    assert (tmp_path / "a" / "valid.txt").read_text() != (tmp_path / "a" / "test.txt").read_text()
+    _zipf_corpus(tmp_path / "b", *small)
+    _zipf_corpus(tmp_path / "c", *small[:-1], "--seed=6", "--follow=0")
+    for name in ("train", "valid", "test"):
+        text = (tmp_path / "a" / f"{name}.txt").read_text()
+        assert (tmp_path / "b" / f"{name}.txt").read_text() == text != (tmp_path / "c" / f"{name}.txt").read_text()
+    other = [int(word[1:], 16) for word in (tmp_path / "c" / "train.txt").read_text().split()]
+    assert sum(b == (a * 7 + 3) % 400 for a, b in zip(other, other[1:], strict=False)) / (len(other) - 1) < 0.05
+
+    before = (tmp_path / "a" / "train.txt").read_bytes()
+    result = helpers.run_binary("benchmarks.zipf_corpus", f"--output={tmp_path / 'a'}", "--train_tokens=10")
+    helpers.assert_one_sentence(result, "train.txt already exists; choose another --output or remove it")
+    assert (tmp_path / "a" / "train.txt").read_bytes() == before
+    result = helpers.run_binary("benchmarks.zipf_corpus", f"--output={tmp_path / 'd'}", "--follow=1")
+    helpers.assert_one_sentence(result, "--follow=1.0 must be in [0, 1)")
+    assert not (tmp_path / "d").exists()
