@@ -404,3 +404,22 @@ def test_the_readmes_python_example_trains_exports_and_scores(tmp_path):
     # The directory remembers its corpus as the binary's do, for `evaluate` and `query` to read from anywhere.
     remembered = json.load(open(tmp_path / "runs" / "py" / "corpus.json"))
     assert remembered == {"corpus": "files", **{f"{s}_files": str(tmp_path / f"{s}.txt") for s in corpus_lib.SPLITS}}
+
+
+def test_a_train_split_without_unk_is_noted_when_valid_holds_unknown_words(tmp_path, capsys):
+    from nplm_tf.config import Config
+    from nplm_tf.training.data import prepare_data
+
+    def texts(valid):
+        for name, text in (("train", "a b a c d\nb c a\n"), ("valid", valid), ("test", "a b\n")):
+            (tmp_path / f"{name}.txt").write_text(text)
+        return corpus_lib.files_corpus(*(str(tmp_path / f"{n}.txt") for n in ("train", "valid", "test")))
+
+    data = prepare_data(Config(order=2, min_count=1), texts("a zz b\nc a yy b\n"))
+    assert data.tokens == {"train": 10, "valid": 9, "test": 3}  # words and one </s> a line
+    note = "never trains on <unk>, yet 2 of valid's 9 tokens (22.2%) are words outside it"
+    assert note in capsys.readouterr().out
+    prepare_data(Config(order=2, min_count=2), texts("a zz b\nc a yy b\n"))  # d is <unk> in train
+    assert "note:" not in capsys.readouterr().out
+    prepare_data(Config(order=2, min_count=1), texts("a d b\nc a b\n"))  # nothing unknown in valid
+    assert "note:" not in capsys.readouterr().out

@@ -61,9 +61,35 @@ def prepare_data(
     model_dir: str | None = None,
     check: Callable[[vocab_lib.Vocabulary], None] | None = None,
 ) -> Data:
-    """`prepare_vocabulary`'s vocabulary, and the tokens of each split."""
+    """`prepare_vocabulary`'s vocabulary, and the tokens of each split; a note when valid holds words that
+    the network cannot have learned (`untrained_unk_note`)."""
     vocab = prepare_vocabulary(config, corpus, model_dir, check)
-    return Data(vocab, {name: split_tokens(corpus[name]) for name in corpus_lib.SPLITS})
+    tokens = {}
+    for name in corpus_lib.SPLITS:
+        counts, words, lines = vocab_lib.count_split(corpus[name])
+        tokens[name] = words + lines
+        note = untrained_unk_note(vocab, counts, tokens[name]) if name == "valid" else None
+        if note:
+            print(note, flush=True)
+    return Data(vocab, tokens)
+
+
+def untrained_unk_note(vocab: vocab_lib.Vocabulary, counts, predicted: int) -> str | None:
+    """One sentence when train holds no `<unk>` (every word of it is in the vocabulary: --min_count=1 without
+    --max_vocab) while valid (`counts`: its word counts; `predicted`: its tokens, `</s>` included) holds words
+    outside the vocabulary: the network never trains on `<unk>`, so those words get whatever probability it
+    was left with, and perplexity counts them; else None."""
+    if vocab.counts[vocab.unk_id] or not predicted:
+        return None
+    known = set(vocab.words[2:])  # a literal </s> or <unk> in the text is unknown, as in training
+    unknown = sum(count for word, count in counts.items() if word not in known)
+    if not unknown:
+        return None
+    return (
+        f"note: every word of train is in the vocabulary, so the network never trains on <unk>, yet {unknown:,} of "
+        f"valid's {predicted:,} tokens ({unknown / predicted:.1%}) are words outside it, which perplexity counts "
+        "with an untrained probability; a --min_count above 1 (or a --max_vocab) makes train's rarest words <unk>."
+    )
 
 
 def prepare_vocabulary(
