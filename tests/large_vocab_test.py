@@ -760,3 +760,25 @@ def test_a_refused_run_makes_no_model_dir(case, files_flags, tmp_path):
     )
     helpers.assert_one_sentence(result, message)
     assert not (tmp_path / "new").exists()
+
+
+def test_scoring_batches_shrink_as_the_output_layer_widens_and_score_the_same(tmp_path, monkeypatch):
+    from nplm_tf.training import data as data_lib
+
+    size = data_lib.eval_batch_size
+    config = helpers.tiny_config()
+    assert size(config, 14_118) == 1024  # Brown: as before
+    assert size(config, 130_376) == 1024  # GCIDE at --min_count=1: as before
+    assert size(config, 1_068_420) == size(config.replace(loss="nce"), 1_068_420) == 125  # 2^27 logits
+    assert size(config.replace(shortlist=4000), 1_068_420) == 1024  # 4,001 outputs
+    assert size(config.replace(shortlist=4000, tail="network"), 1_068_420) == 125  # |V| + 1 outputs
+    assert size(config, 10**9) == 16
+
+    corpus, _ = tiny_corpus(tmp_path)
+    data = data_lib.prepare_data(config, corpus)
+    model = model_lib.build_model(config, data.vocab.size)
+    expected = scoring.token_probabilities(model, eval_dataset(corpus["test"], data.vocab, config))
+    monkeypatch.setattr(data_lib, "EVAL_LOGITS", 20 * data.vocab.size)  # 20 windows a batch
+    for dataset in (eval_dataset(corpus["test"], data.vocab, config), data.dataset(corpus, "test", config)):
+        assert next(iter(dataset))[0].shape[0] == 20
+        np.testing.assert_allclose(scoring.token_probabilities(model, dataset), expected, rtol=1e-6)

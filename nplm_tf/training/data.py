@@ -13,7 +13,18 @@ from pipelines import vocabulary as vocab_lib
 if TYPE_CHECKING:  # the datasets load TensorFlow; `prepare_data` does not (`run_setup`)
     import tensorflow as tf
 
-EVAL_BATCH_SIZE = 1024
+EVAL_BATCH_SIZE = 1024  # windows per scoring batch, at most
+# Logits one scoring batch may hold: (batch, output width) floats, of which the softmax keeps several copies at
+# once. At |V| = 1,068,420, `evaluate` peaked at 14.6 GiB of RSS with 1,024 windows a batch, at 3.2 GiB with 125
+# (2^27 logits), and took 203 s against 193 s (benchmarks/README.md).
+EVAL_LOGITS = 2**27
+
+
+def eval_batch_size(config: Config, vocab_size: int) -> int:
+    """Windows per scoring batch: `EVAL_BATCH_SIZE`, fewer where the output layer is wider than 131,072 (a full
+    or sampled softmax over a large vocabulary), so that a batch holds at most `EVAL_LOGITS` logits (at least
+    16 windows). The probabilities do not depend on the batch (to float rounding); memory and speed do."""
+    return max(16, min(EVAL_BATCH_SIZE, EVAL_LOGITS // config.output_size(vocab_size)))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -26,7 +37,7 @@ class Data:
     def dataset(self, corpus: corpus_lib.Corpus, split: str, config: Config, **kwargs) -> tf.data.Dataset:
         from pipelines import windows
 
-        batch = kwargs.pop("batch_size", EVAL_BATCH_SIZE)
+        batch = kwargs.pop("batch_size", None) or eval_batch_size(config, self.vocab.size)
         return windows.window_dataset(corpus[split], self.vocab, config.order, batch, self.tokens[split], **kwargs)
 
     def train_dataset(self, corpus: corpus_lib.Corpus, config: Config, epoch) -> tf.data.Dataset:
@@ -52,7 +63,8 @@ def eval_dataset(split: corpus_lib.Split, vocab: vocab_lib.Vocabulary, config: C
     """Every window of `split`, in order, for exact scoring (counts the split's tokens once)."""
     from pipelines import windows
 
-    return windows.window_dataset(split, vocab, config.order, EVAL_BATCH_SIZE, split_tokens(split))
+    batch = eval_batch_size(config, vocab.size)
+    return windows.window_dataset(split, vocab, config.order, batch, split_tokens(split))
 
 
 def prepare_data(
