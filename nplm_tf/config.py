@@ -25,6 +25,19 @@ DEFAULT_TAIL_ORDER = 4
 # placeholder"), so several replicas run one step a call. Defined here, with no TensorFlow loaded, so that
 # a binary can check its flags against it first.
 STEPS_PER_EXECUTION = 32
+# Logits one scoring batch may hold, (rows, output width) floats, of which the softmax keeps several copies at
+# once: exact evaluation (`training.data.eval_batch_size`) and the SavedModel's `score` (`serving.server`). At
+# |V| = 1,068,420, `evaluate` peaked at 14.6 GiB of RSS with 1,024 windows a batch, at 3.2 GiB with 125 (2^27
+# logits), and took 203 s against 193 s (benchmarks/README.md).
+LOGITS_PER_BATCH = 2**27
+
+
+def rows_per_batch(width: int, most: int) -> int:
+    """Rows of a scoring batch over `width` outputs: `most`, fewer once `most` rows would hold more than
+    `LOGITS_PER_BATCH` logits (at least 16). The probabilities do not depend on it (to float rounding); the
+    memory and speed of scoring do."""
+    return max(16, min(most, LOGITS_PER_BATCH // width))
+
 
 # Fields that may differ when a run resumes in an existing model directory.
 RESUMABLE_FIELDS = ("epochs", "patience", "jit_compile")

@@ -763,6 +763,7 @@ def test_a_refused_run_makes_no_model_dir(case, files_flags, tmp_path):
 
 
 def test_scoring_batches_shrink_as_the_output_layer_widens_and_score_the_same(tmp_path, monkeypatch):
+    from nplm_tf import config as config_lib
     from nplm_tf.training import data as data_lib
 
     size = data_lib.eval_batch_size
@@ -778,7 +779,16 @@ def test_scoring_batches_shrink_as_the_output_layer_widens_and_score_the_same(tm
     data = data_lib.prepare_data(config, corpus)
     model = model_lib.build_model(config, data.vocab.size)
     expected = scoring.token_probabilities(model, eval_dataset(corpus["test"], data.vocab, config))
-    monkeypatch.setattr(data_lib, "EVAL_LOGITS", 20 * data.vocab.size)  # 20 windows a batch
+    vocab_path = data.vocab.save(str(tmp_path / "vocab.tsv"))
+    lines = tf.constant([line for line in corpus["test"].iter_lines() if line.split()])
+    wide = server_lib.Server(model, data.vocab, vocab_path).score(lines)
+    assert server_lib.Server(model, data.vocab, vocab_path).score_chunk == server_lib.SCORE_CHUNK
+    monkeypatch.setattr(config_lib, "LOGITS_PER_BATCH", 20 * data.vocab.size)  # 20 windows a batch
     for dataset in (eval_dataset(corpus["test"], data.vocab, config), data.dataset(corpus, "test", config)):
         assert next(iter(dataset))[0].shape[0] == 20
         np.testing.assert_allclose(scoring.token_probabilities(model, dataset), expected, rtol=1e-6)
+    server = server_lib.Server(model, data.vocab, vocab_path)
+    assert server.score_chunk == 20 and sum(expected.shape) > 40  # several chunks
+    narrow = server.score(lines)
+    np.testing.assert_allclose(narrow["token_log_probs"].numpy(), wide["token_log_probs"].numpy(), rtol=1e-6)
+    np.testing.assert_allclose(np.exp(narrow["token_log_probs"].numpy()[narrow["mask"].numpy()]), expected, rtol=1e-5)

@@ -13,10 +13,11 @@ from __future__ import annotations
 import keras
 import tensorflow as tf
 
+from nplm_tf import config as config_lib
 from nplm_tf.network import model as model_lib
 from pipelines import vocabulary as vocab_lib
 
-SCORE_CHUNK = 2048  # windows per network call when scoring: bounds memory for long texts
+SCORE_CHUNK = 2048  # windows per network call when scoring, at most: bounds memory for long texts
 DEFAULT_K = 10
 MAX_GENERATE = 1024  # generate's max_tokens is clipped to this
 GENERATE_ROWS = 256  # `nplm_tf.generate` makes its --num_samples rows this many at a time
@@ -71,6 +72,7 @@ class Server(tf.Module):
         # The output weights [U; W] in column blocks: the network tail's head (outputs 0..N) and tail apart, so
         # that computing either reads its own block instead of copying a slice of the matrix on every request.
         self.outputs = int(self.b.shape[0])
+        self.score_chunk = config_lib.rows_per_batch(self.outputs, SCORE_CHUNK)  # fewer for a wide output layer
         self.reads_outputs = getattr(self.tail, "tail", None) == "network"
         bounds = [0, self.tail.list_size + 1, self.outputs] if self.reads_outputs else [0, self.outputs]
         weights = [output(w) for w in (layer.U, layer.W) if w is not None]
@@ -193,9 +195,9 @@ class Server(tf.Module):
         return lam * p_nn + (1 - lam) * self.ngram.distribution(context)
 
     def token_log_probs(self, context: tf.Tensor, target: tf.Tensor) -> tf.Tensor:
-        """ln P(target | context), (T,) float64, the network run on chunks of SCORE_CHUNK windows."""
+        """ln P(target | context), (T,) float64, the network run on chunks of `score_chunk` windows."""
         total = tf.shape(target)[0]
-        chunks = (total + SCORE_CHUNK - 1) // SCORE_CHUNK
+        chunks = (total + self.score_chunk - 1) // self.score_chunk
         size = tf.maximum((total + chunks - 1) // tf.maximum(chunks, 1), 1)  # equal chunks, little padding
         pad = chunks * size - total
         ctx = tf.reshape(

@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 from typing import TYPE_CHECKING, Callable
 
+from nplm_tf import config as config_lib
 from nplm_tf.config import Config
 from nplm_tf.run_dir import RunDir
 from pipelines import corpus as corpus_lib
@@ -14,17 +15,12 @@ if TYPE_CHECKING:  # the datasets load TensorFlow; `prepare_data` does not (`run
     import tensorflow as tf
 
 EVAL_BATCH_SIZE = 1024  # windows per scoring batch, at most
-# Logits one scoring batch may hold: (batch, output width) floats, of which the softmax keeps several copies at
-# once. At |V| = 1,068,420, `evaluate` peaked at 14.6 GiB of RSS with 1,024 windows a batch, at 3.2 GiB with 125
-# (2^27 logits), and took 203 s against 193 s (benchmarks/README.md).
-EVAL_LOGITS = 2**27
 
 
 def eval_batch_size(config: Config, vocab_size: int) -> int:
     """Windows per scoring batch: `EVAL_BATCH_SIZE`, fewer where the output layer is wider than 131,072 (a full
-    or sampled softmax over a large vocabulary), so that a batch holds at most `EVAL_LOGITS` logits (at least
-    16 windows). The probabilities do not depend on the batch (to float rounding); memory and speed do."""
-    return max(16, min(EVAL_BATCH_SIZE, EVAL_LOGITS // config.output_size(vocab_size)))
+    or sampled softmax over a large vocabulary), so that a batch holds at most `config.LOGITS_PER_BATCH` logits."""
+    return config_lib.rows_per_batch(config.output_size(vocab_size), EVAL_BATCH_SIZE)
 
 
 @dataclasses.dataclass(frozen=True)
