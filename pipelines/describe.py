@@ -37,13 +37,12 @@ def main(argv, checked):
     corpus, shortlists = checked
     vocab = vocabulary.build(corpus["train"], MIN_COUNT.value, MAX_VOCAB.value)
     app.positive_ints(SHORTLISTS, vocab.size)
-    known = set(vocab.words[2:])  # a literal </s> or <unk> in the text is unknown, as in training
     summary = {"corpus": corpus.name, "vocab_size": vocab.size, "tokens": {}, "lines": {}, "oov_rate": {}}
     if shortlists:
         summary["tail_share"] = {str(n): {} for n in shortlists}
     for name in ("train", "valid", "test"):
         counts, tokens, lines = vocabulary.count_split(corpus[name])
-        unknown = sum(c for w, c in counts.items() if w not in known)
+        unknown = vocab.unknown(counts)  # a literal </s> or <unk> in the text too, as in training
         predicted = tokens + lines  # every line also predicts </s>
         summary["tokens"][name] = predicted
         summary["lines"][name] = lines

@@ -12,7 +12,7 @@ from __future__ import annotations
 import collections
 import dataclasses
 import os
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING
 
 from pipelines import corpus as corpus_lib
@@ -53,6 +53,11 @@ class Vocabulary:
         `<unk>` (`</s>` is only ever the end of a line)."""
         index = self._index
         return [index.get(t, 1) for t in tokens]
+
+    def unknown(self, counts: Mapping[str, int]) -> int:
+        """How many of the tokens counted in `counts` (word -> count) `ids` maps to `<unk>`."""
+        index = self._index
+        return sum(count for word, count in counts.items() if word not in index)
 
     @property
     def _index(self) -> dict[str, int]:

@@ -89,8 +89,7 @@ def untrained_unk_note(vocab: vocab_lib.Vocabulary, counts, predicted: int) -> s
     was left with, and perplexity counts them; else None."""
     if vocab.counts[vocab.unk_id] or not predicted:
         return None
-    known = set(vocab.words[2:])  # a literal </s> or <unk> in the text is unknown, as in training
-    unknown = sum(count for word, count in counts.items() if word not in known)
+    unknown = vocab.unknown(counts)
     if not unknown:
         return None
     return (
