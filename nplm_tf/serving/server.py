@@ -18,6 +18,7 @@ from nplm_tf.network import model as model_lib
 from pipelines import vocabulary as vocab_lib
 
 SCORE_CHUNK = 2048  # windows per network call when scoring, at most: bounds memory for long texts
+ROW_CHUNK = 2048  # contexts per call when ranking or drawing next words, at most: bounds memory for big requests
 DEFAULT_K = 10
 MAX_GENERATE = 1024  # generate's max_tokens is clipped to this
 GENERATE_ROWS = 256  # `nplm_tf.generate` makes its --num_samples rows this many at a time
@@ -73,6 +74,9 @@ class Server(tf.Module):
         # that computing either reads its own block instead of copying a slice of the matrix on every request.
         self.outputs = int(self.b.shape[0])
         self.score_chunk = config_lib.rows_per_batch(self.outputs, SCORE_CHUNK)  # fewer for a wide output layer
+        # next_word and generate may hold a (rows, |V|) distribution (a full softmax's logits, a mixture's
+        # float64 P): at most this many rows at once.
+        self.row_chunk = config_lib.rows_per_batch(max(self.outputs, vocab.size), ROW_CHUNK)
         self.reads_outputs = getattr(self.tail, "tail", None) == "network"
         bounds = [0, self.tail.list_size + 1, self.outputs] if self.reads_outputs else [0, self.outputs]
         weights = [output(w) for w in (layer.U, layer.W) if w is not None]
@@ -104,6 +108,8 @@ class Server(tf.Module):
         self.bos_id, self.eos_id, self.unk_id = vocab.bos_id, vocab.eos_id, vocab.unk_id
         # `generate` at temperature 1 over every word draws a short list's words without the (B, |V|)
         # distribution (`ShortListTail.sample`); not under a mixture, nor when `<unk>` is not a list word.
+        # `top_words` ranks a full softmax's logits, a mixture's distribution or the network tail's outputs.
+        self.ranks_densely = self.tail is None or ngram is not None or self.reads_outputs
         self.samples_without_distribution = (
             self.tail is not None and ngram is None and self.unk_id < self.tail.list_size
         )
@@ -225,9 +231,37 @@ class Server(tf.Module):
 
     # ------------------------------------------------------------ signatures --
 
+    def by_rows(self, fn, context: tf.Tensor, signature):
+        """fn(contexts, chunk) for (B, c) contexts, on at most `row_chunk` rows at a time: one call with chunk
+        0 for a request that small, else a call per chunk of equal size (the last padded with `<s>` contexts),
+        its results (each (rows, ...), `signature` their tf.TensorSpec structure) joined in order."""
+        rows = tf.shape(context)[0]
+
+        def chunked():
+            chunks = (rows + self.row_chunk - 1) // self.row_chunk
+            size = (rows + chunks - 1) // chunks
+            padded = tf.pad(context, [[0, chunks * size - rows], [0, 0]], constant_values=self.bos_id)
+            parts = tf.map_fn(
+                lambda args: fn(args[0], args[1]),
+                (tf.reshape(padded, [chunks, size, self.context_size]), tf.range(chunks)),
+                fn_output_signature=signature,
+            )
+            join = lambda t: tf.reshape(t, tf.concat([[-1], tf.shape(t)[2:]], axis=0))[:rows]  # noqa: E731
+            return tf.nest.map_structure(join, parts)
+
+        return tf.cond(rows <= self.row_chunk, lambda: fn(context, tf.constant(0)), chunked)
+
     def top_words(self, context: tf.Tensor, k: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
         """(B, c) oldest first -> the k most probable next words over all |V|, most probable first: P (B, k)
-        float64 and ids (B, k) int64; ties go to the lower id. `k` must be in [0, |V|]."""
+        float64 and ids (B, k) int64; ties go to the lower id. `k` must be in [0, |V|]. At most `row_chunk`
+        contexts are ranked at once where ranking holds a (rows, |V|) tensor."""
+        if not self.ranks_densely:  # a short list's own ranking holds no (B, |V|) tensor: not worth a tf.cond
+            return self.top_words_of(context, k)
+        signature = (tf.TensorSpec([None, None], tf.float64), tf.TensorSpec([None, None], tf.int64))
+        return self.by_rows(lambda rows, _: self.top_words_of(rows, k), context, signature)
+
+    def top_words_of(self, context: tf.Tensor, k: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
+        """`top_words` for contexts ranked at once."""
         if self.ngram is None and self.tail is None:  # softmax is monotone: rank the logits, normalize the k kept
             logits = self.network_logits(context)
             top = tf.math.top_k(logits, k=k)
@@ -268,7 +302,8 @@ class Server(tf.Module):
         With top_k > 0 each word is drawn among `next_word`'s k best (ties to the lower id), which `top_words`
         finds without the (B, |V|) distribution; top_k <= 0 draws from every word (a short list's at temperature
         1 without that distribution either: `ShortListTail.sample`). Unless `allow_unk`, `<unk>` is never
-        chosen: the other words' probabilities are renormalized.
+        chosen: the other words' probabilities are renormalized. A request of more than `row_chunk` prompts is
+        generated in chunks of at most that many (`by_rows`), each after the first with seeds of its own.
         """
         allow_unk = tf.cast(allow_unk, tf.bool)
         exclude = tf.one_hot(self.unk_id, self.vocab_size, on_value=True, off_value=False) & ~allow_unk
@@ -283,55 +318,70 @@ class Server(tf.Module):
         wanted = tf.where(greedy_only, 1, top_k)
         ranked = tf.minimum(wanted + tf.where(allow_unk, 0, 1), self.vocab_size)
         context = self.last_context(prompt)  # (B, c)
-        rows = tf.shape(context)[0]
-        generated = tf.zeros([rows, 0], tf.int64)  # (B, steps so far)
 
-        def step_seed(i) -> tf.Tensor:  # the stateless seed pair of step i
-            return tf.stack([seed, tf.cast(i, tf.int64)])
+        def generate_rows(context, chunk):  # (rows, c) -> (rows, steps) the words drawn, `</s>` after the end
+            rows = tf.shape(context)[0]
 
-        def draw(logits: tf.Tensor, i) -> tf.Tensor:  # (B, candidates) -> (B,) the candidate drawn
-            return tf.random.stateless_categorical(logits, 1, seed=step_seed(i))[:, 0]
+            def step_seed(i) -> tf.Tensor:
+                # The stateless seed pair of step i, (seed, i); a request of over `row_chunk` rows generates
+                # chunk j with (seed, i + j·2^32): chunk 0 as a smaller request, the others apart (i < 2^32).
+                return tf.stack([seed, tf.cast(i, tf.int64) + tf.cast(chunk, tf.int64) * 2**32])
 
-        def among_best(context, i):
-            values, ids = self.top_words(context, ranked)  # (B, ranked), most probable first
-            usable = (ids != self.unk_id) | allow_unk
-            kept = usable & (tf.cumsum(tf.cast(usable, tf.int32), axis=1) <= wanted)
-            greedy = tf.gather(ids, tf.argmax(tf.cast(kept, tf.int32), axis=1), batch_dims=1)
-            logits = tf.where(kept, tf.math.log(values) / tf.maximum(temperature, 1e-6), tf.constant(-1e30, tf.float64))
-            sampled = tf.gather(ids, draw(logits, i), batch_dims=1)
-            return tf.where(greedy_only, greedy, sampled)
+            def draw(logits: tf.Tensor, i) -> tf.Tensor:  # (rows, candidates) -> (rows,) the candidate drawn
+                return tf.random.stateless_categorical(logits, 1, seed=step_seed(i))[:, 0]
 
-        def from_distribution(context, i):
-            probs = self.distribution(context)  # (B, |V|)
-            probs = tf.where(exclude[None, :], tf.constant(0.0, tf.float64), probs)
-            probs = probs / tf.reduce_sum(probs, axis=1, keepdims=True)
-            return draw(tf.math.log(probs) / tf.maximum(temperature, 1e-6), i)
+            def among_best(context, i):
+                values, ids = self.top_words_of(context, ranked)  # (rows, ranked), most probable first
+                usable = (ids != self.unk_id) | allow_unk
+                kept = usable & (tf.cumsum(tf.cast(usable, tf.int32), axis=1) <= wanted)
+                greedy = tf.gather(ids, tf.argmax(tf.cast(kept, tf.int32), axis=1), batch_dims=1)
+                temperate = tf.math.log(values) / tf.maximum(temperature, 1e-6)
+                logits = tf.where(kept, temperate, tf.constant(-1e30, tf.float64))
+                sampled = tf.gather(ids, draw(logits, i), batch_dims=1)
+                return tf.where(greedy_only, greedy, sampled)
 
-        def among_all(context, i):
-            if not self.samples_without_distribution:
-                return from_distribution(context, i)
+            def from_distribution(context, i):
+                probs = self.distribution(context)  # (rows, |V|)
+                probs = tf.where(exclude[None, :], tf.constant(0.0, tf.float64), probs)
+                probs = probs / tf.reduce_sum(probs, axis=1, keepdims=True)
+                return draw(tf.math.log(probs) / tf.maximum(temperature, 1e-6), i)
 
-            def from_parts():  # a short list at temperature 1: drawn from its parts, exactly
-                if self.reads_outputs:  # the network tail: its tail's outputs only for the rows that drew the tail
-                    return self.tail.sample_of_outputs(
-                        self.hidden(context), self.output_logits, step_seed(i), self.unk_id, ~allow_unk
-                    )
-                return self.tail.sample(self.network_logits(context), context, step_seed(i), self.unk_id, ~allow_unk)
+            def among_all(context, i):
+                if not self.samples_without_distribution:
+                    return from_distribution(context, i)
 
-            return tf.cond(tf.equal(temperature, 1.0), from_parts, lambda: from_distribution(context, i))
+                def from_parts():  # a short list at temperature 1: drawn from its parts, exactly
+                    ban = ~allow_unk
+                    if self.reads_outputs:  # the network tail: its tail's outputs only for the rows that drew it
+                        return self.tail.sample_of_outputs(
+                            self.hidden(context), self.output_logits, step_seed(i), self.unk_id, ban
+                        )
+                    return self.tail.sample(self.network_logits(context), context, step_seed(i), self.unk_id, ban)
 
-        def step(i, context, done, generated):
-            word = tf.cond(greedy_only | (top_k > 0), lambda: among_best(context, i), lambda: among_all(context, i))
-            word = tf.where(done, tf.constant(self.eos_id, tf.int64), word)
-            context = tf.concat([context[:, 1:], word[:, None]], axis=1)
-            return i + 1, context, done | (word == self.eos_id), tf.concat([generated, word[:, None]], axis=1)
+                return tf.cond(tf.equal(temperature, 1.0), from_parts, lambda: from_distribution(context, i))
 
-        _, _, _, generated = tf.while_loop(
-            lambda i, _c, done, _g: (i < steps) & ~tf.reduce_all(done),
-            step,
-            (tf.constant(0), context, tf.zeros([rows], tf.bool), generated),
-            shape_invariants=(tf.TensorShape([]), context.shape, tf.TensorShape([None]), tf.TensorShape([None, None])),
-        )
+            def step(i, context, done, generated):
+                best = greedy_only | (top_k > 0)
+                word = tf.cond(best, lambda: among_best(context, i), lambda: among_all(context, i))
+                word = tf.where(done, tf.constant(self.eos_id, tf.int64), word)
+                context = tf.concat([context[:, 1:], word[:, None]], axis=1)
+                return i + 1, context, done | (word == self.eos_id), tf.concat([generated, word[:, None]], axis=1)
+
+            _, _, _, generated = tf.while_loop(
+                lambda i, _c, done, _g: (i < steps) & ~tf.reduce_all(done),
+                step,
+                (tf.constant(0), context, tf.zeros([rows], tf.bool), tf.zeros([rows, 0], tf.int64)),
+                shape_invariants=(
+                    tf.TensorShape([]),
+                    context.shape,
+                    tf.TensorShape([None]),
+                    tf.TensorShape([None, None]),
+                ),
+            )
+            return tf.pad(generated, [[0, 0], [0, steps - tf.shape(generated)[1]]], constant_values=self.eos_id)
+
+        # At most `row_chunk` rows at a time: a step may hold a (rows, |V|) distribution.
+        generated = self.by_rows(generate_rows, context, tf.TensorSpec([None, None], tf.int64))
         continuation = tf.RaggedTensor.from_tensor(generated, padding=tf.constant(self.eos_id, tf.int64))
         continuation = tf.strings.reduce_join(tf.ragged.map_flat_values(self.word, continuation), axis=1, separator=" ")
         spacer = tf.where((tf.strings.length(prompt) > 0) & (tf.strings.length(continuation) > 0), " ", "")
