@@ -74,8 +74,8 @@ class Server(tf.Module):
         # that computing either reads its own block instead of copying a slice of the matrix on every request.
         self.outputs = int(self.b.shape[0])
         self.score_chunk = config_lib.rows_per_batch(self.outputs, SCORE_CHUNK)  # fewer for a wide output layer
-        # next_word and generate may hold a (rows, |V|) distribution (a full softmax's logits, a mixture's
-        # float64 P): at most this many rows at once.
+        # next_word and generate may hold a (rows, |V|) tensor (a full softmax's logits, a mixture's float64
+        # P, the network tail's outputs): at most this many rows at once (`by_rows`).
         self.row_chunk = config_lib.rows_per_batch(max(self.outputs, vocab.size), ROW_CHUNK)
         self.reads_outputs = getattr(self.tail, "tail", None) == "network"
         bounds = [0, self.tail.list_size + 1, self.outputs] if self.reads_outputs else [0, self.outputs]
@@ -106,10 +106,10 @@ class Server(tf.Module):
         # order, which reads them all (the network its last n - 1).
         self.context_size = max(self.network_context, ngram.order - 1 if ngram is not None else 0)
         self.bos_id, self.eos_id, self.unk_id = vocab.bos_id, vocab.eos_id, vocab.unk_id
-        # `generate` at temperature 1 over every word draws a short list's words without the (B, |V|)
-        # distribution (`ShortListTail.sample`); not under a mixture, nor when `<unk>` is not a list word.
         # `top_words` ranks a full softmax's logits, a mixture's distribution or the network tail's outputs.
         self.ranks_densely = self.tail is None or ngram is not None or self.reads_outputs
+        # `generate` at temperature 1 over every word draws a short list's words without the (B, |V|)
+        # distribution (`ShortListTail.sample`); not under a mixture, nor when `<unk>` is not a list word.
         self.samples_without_distribution = (
             self.tail is not None and ngram is None and self.unk_id < self.tail.list_size
         )
