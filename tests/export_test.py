@@ -551,6 +551,9 @@ def test_next_word_and_generate_rank_and_draw_a_big_request_a_bounded_number_of_
             server.graph_next_word = tf.function(server.next_word)
             server.graph_generate = tf.function(server.generate)
         for call in ("next_word", "graph_next_word"):
+            assert getattr(small, call)(texts, 0)["words"].shape == (40, 0)  # chunks of nothing join too
+            empty = getattr(small, call.replace("next_word", "generate"))(texts, top_k=0, **dict(draw, max_tokens=0))
+            assert empty["generated_tokens"].numpy().tolist() == [0] * 40
             got, expected = getattr(small, call)(texts, 7), whole.next_word(texts, 7)
             assert got["words"].shape == (40, 7)
             np.testing.assert_array_equal(got["words"].numpy(), expected["words"].numpy())
