@@ -524,51 +524,8 @@ def test_generate_at_an_infinite_temperature_is_uniform_without_unk_and_a_nan_on
 
 
 def test_next_word_and_generate_rank_and_draw_a_big_request_a_bounded_number_of_rows_at_a_time(run, monkeypatch):
-    from nplm_tf import config as config_lib
-
     model_dir, corpus, _, _ = run
     _, vocab, model = run_dir.load_trained(model_dir)
-    vocab_path = os.path.join(model_dir, "vocab.tsv")
     kn = kneser_ney.KneserNey(ngram_lib.token_arrays(corpus["train"], vocab), 3, vocab.size)
-    lines = [line for line in corpus["test"].iter_lines() if line.split()]
-    texts = tf.constant([" ".join(line.split()[: 1 + i % 5]) for i, line in enumerate(lines * 3)][:40])
-    draw = dict(max_tokens=3, temperature=3.0, seed=tf.constant(11, tf.int64), allow_unk=False)
     for ngram in (None, ngram_graph.serving_model(kn, [0.3, 0.6])):  # a softmax's logits, a mixture's P
-        whole = server_lib.Server(model, vocab, vocab_path, ngram)
-        assert whole.row_chunk == server_lib.ROW_CHUNK
-        with monkeypatch.context() as patch:
-            patch.setattr(config_lib, "LOGITS_PER_BATCH", 16 * vocab.size)
-            small = server_lib.Server(model, vocab, vocab_path, ngram)
-        assert small.row_chunk == 16  # 40 rows: 3 chunks of 14
-        network_logits = small.network_logits
-
-        def bounded(context, network_logits=network_logits):
-            tf.debugging.assert_less_equal(tf.shape(context)[0], 16, "a chunk of more than 16 rows")
-            return network_logits(context)
-
-        small.network_logits = bounded
-        for server in (small, whole):  # eagerly and as the SavedModel's graph runs it
-            server.graph_next_word = tf.function(server.next_word)
-            server.graph_generate = tf.function(server.generate)
-        for call in ("next_word", "graph_next_word"):
-            assert getattr(small, call)(texts, 0)["words"].shape == (40, 0)  # chunks of nothing join too
-            empty = getattr(small, call.replace("next_word", "generate"))(texts, top_k=0, **dict(draw, max_tokens=0))
-            assert empty["generated_tokens"].numpy().tolist() == [0] * 40
-            got, expected = getattr(small, call)(texts, 7), whole.next_word(texts, 7)
-            assert got["words"].shape == (40, 7)
-            np.testing.assert_array_equal(got["words"].numpy(), expected["words"].numpy())
-            np.testing.assert_allclose(got["probabilities"].numpy(), expected["probabilities"].numpy(), rtol=1e-5)
-            for top_k in (0, 4):  # every word's distribution; next_word's 4 best
-                got = getattr(small, call.replace("next_word", "generate"))(texts, top_k=top_k, **draw)
-                again = small.graph_generate(texts, top_k=top_k, **draw)["continuation"].numpy()
-                expected = whole.generate(texts, top_k=top_k, **draw)["continuation"].numpy()
-                np.testing.assert_array_equal(got["continuation"].numpy(), again)  # the same draws each time
-                np.testing.assert_array_equal(again[:14], expected[:14])  # the first chunk: as a request of 14
-                assert (again[14:] != expected[14:]).any()  # the others with seeds of their own
-                same = small.graph_generate(tf.fill([40], texts[0]), top_k=top_k, **draw)["continuation"].numpy()
-                assert (same[:14] != same[14:28]).any()  # one prompt 40 times: no chunk repeats another's
-                greedy = dict(draw, temperature=0.0)
-                np.testing.assert_array_equal(
-                    small.graph_generate(texts, top_k=top_k, **greedy)["continuation"].numpy(),
-                    whole.generate(texts, top_k=top_k, **greedy)["continuation"].numpy(),
-                )
+        helpers.check_rows_in_chunks(monkeypatch, model, vocab, os.path.join(model_dir, "vocab.tsv"), corpus, ngram)

@@ -183,6 +183,71 @@ def check_sampled_generation(served, prompt: str, rows: int = 4000) -> None:
     assert_drawn_in_proportion(np.array([drawn.count(w) for w in words]) / rows, expected, rows, 5)
 
 
+def check_rows_in_chunks(
+    monkeypatch, model, vocab, vocab_path: str, corpus, ngram=None, temperatures=(3.0,), next_word_chunks=True
+):
+    """`server.Server`'s next_word and generate on 40 rows of test under a limit of 16 rows at a time (three
+    chunks of 14), eagerly and traced: no network call sees more than 16 rows (but next_word's, where
+    `next_word_chunks` is False: a class or back-off short list's own ranking holds no (rows, |V|) tensor);
+    the same top words as without the limit, the same greedy text; draws the same each time, the first
+    chunk's those of a request of 14, the other chunks' with seeds of their own (none repeating another's for
+    one prompt 40 times)."""
+    import numpy as np
+    import tensorflow as tf
+
+    from nplm_tf import config as config_lib
+    from nplm_tf.serving import server as server_lib
+
+    lines = [line for line in corpus["test"].iter_lines() if line.split()]
+    texts = tf.constant([" ".join(line.split()[: 1 + i % 5]) for i, line in enumerate(lines * 40)][:40])
+    whole = server_lib.Server(model, vocab, vocab_path, ngram)
+    assert whole.row_chunk == server_lib.ROW_CHUNK
+    with monkeypatch.context() as patch:
+        patch.setattr(config_lib, "LOGITS_PER_BATCH", 16 * max(vocab.size, whole.outputs))
+        small = server_lib.Server(model, vocab, vocab_path, ngram)
+    assert small.row_chunk == 16
+    hidden, bound = small.hidden, tf.Variable(16)  # every path to the network's outputs goes through `hidden`
+
+    def bounded(context, hidden=hidden):
+        tf.debugging.assert_less_equal(tf.shape(context)[0], bound, "a chunk of more than its rows")
+        return hidden(context)
+
+    small.hidden = bounded
+    for server in (small, whole):  # eagerly and as the SavedModel's graph runs it (tensor arguments: one trace)
+        server.graph_next_word = tf.function(server.next_word)
+        server.graph_generate = tf.function(server.generate)
+    one_request = 16 if next_word_chunks else 40
+    for eager in (True, False):
+        next_word = small.next_word if eager else small.graph_next_word
+        generate = small.generate if eager else small.graph_generate
+        bound.assign(one_request)
+        assert next_word(texts, tf.constant(0))["words"].shape == (40, 0)  # chunks of nothing join too
+        got, expected = next_word(texts, tf.constant(7)), whole.next_word(texts, tf.constant(7))
+        assert got["words"].shape == (40, 7)
+        np.testing.assert_array_equal(got["words"].numpy(), expected["words"].numpy())
+        np.testing.assert_allclose(got["probabilities"].numpy(), expected["probabilities"].numpy(), rtol=1e-5)
+        bound.assign(16)
+        for temperature in temperatures:
+            for top_k in (0, 4):  # every word's distribution; next_word's 4 best
+                args = [tf.constant(3), tf.constant(temperature), tf.constant(top_k), tf.constant(11, tf.int64)]
+                if eager and temperature == temperatures[0] and top_k == 0:
+                    empty = generate(texts, tf.constant(0), *args[1:])
+                    assert empty["generated_tokens"].numpy().tolist() == [0] * 40
+                got = generate(texts, *args)["continuation"].numpy()
+                again = small.graph_generate(texts, *args)["continuation"].numpy()
+                expected = whole.graph_generate(texts, *args)["continuation"].numpy()
+                np.testing.assert_array_equal(got, again)  # the same draws each time
+                np.testing.assert_array_equal(again[:14], expected[:14])  # the first chunk: as a request of 14
+                assert (again[14:] != expected[14:]).any()  # the others with seeds of their own
+                same = small.graph_generate(tf.fill([40], texts[0]), *args)["continuation"].numpy()
+                assert (same[:14] != same[14:28]).any()  # one prompt 40 times: no chunk repeats another's
+                greedy = [args[0], tf.constant(0.0), *args[2:]]
+                np.testing.assert_array_equal(
+                    small.graph_generate(texts, *greedy)["continuation"].numpy(),
+                    whole.graph_generate(texts, *greedy)["continuation"].numpy(),
+                )
+
+
 def assert_drawn_in_proportion(frequency, expected, draws: int, sigmas: float) -> None:
     """Each observed frequency (any shape) lies within `sigmas` binomial standard errors of its expected
     probability over `draws` draws."""

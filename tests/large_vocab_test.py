@@ -792,3 +792,21 @@ def test_scoring_batches_shrink_as_the_output_layer_widens_and_score_the_same(tm
     narrow = server.score(lines)
     np.testing.assert_allclose(narrow["token_log_probs"].numpy(), wide["token_log_probs"].numpy(), rtol=1e-6)
     np.testing.assert_allclose(np.exp(narrow["token_log_probs"].numpy()[narrow["mask"].numpy()]), expected, rtol=1e-5)
+
+
+@pytest.mark.parametrize("tail", ["class", "network"])
+def test_a_short_lists_next_word_and_generate_take_a_big_request_a_bounded_number_of_rows_at_a_time(
+    tail, tmp_path, monkeypatch
+):
+    from nplm_tf import run_dir
+
+    corpus, _ = tiny_corpus(tmp_path)
+    model_dir = str(tmp_path / "m")
+    config = helpers.tiny_config(epochs=1, shortlist=8, tail=tail)
+    trainer.train_and_evaluate(config, model_dir, corpus, verbose=0, export=False)
+    _, vocab, model = run_dir.load_trained(model_dir)
+    vocab_path = os.path.join(model_dir, "vocab.tsv")
+    # Temperature 1 draws from the list's and the tail's parts (`sample`, `sample_of_outputs`), 3 from P.
+    helpers.check_rows_in_chunks(
+        monkeypatch, model, vocab, vocab_path, corpus, temperatures=(1.0, 3.0), next_word_chunks=tail == "network"
+    )
