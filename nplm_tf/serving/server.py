@@ -203,13 +203,7 @@ class Server(tf.Module):
     def token_log_probs(self, context: tf.Tensor, target: tf.Tensor) -> tf.Tensor:
         """ln P(target | context), (T,) float64, the network run on chunks of `score_chunk` windows."""
         total = tf.shape(target)[0]
-        chunks = (total + self.score_chunk - 1) // self.score_chunk
-        size = tf.maximum((total + chunks - 1) // tf.maximum(chunks, 1), 1)  # equal chunks, little padding
-        pad = chunks * size - total
-        ctx = tf.reshape(
-            tf.pad(context, [[0, pad], [0, 0]], constant_values=self.bos_id), [chunks, size, self.context_size]
-        )
-        tgt = tf.reshape(tf.pad(target, [[0, pad]]), [chunks, size])
+        ctx, tgt = self.in_chunks((context, target), self.score_chunk)
 
         def chunk_log_probs(args):
             if self.reads_outputs:  # the network tail: its tail's outputs only where the target is
@@ -231,6 +225,20 @@ class Server(tf.Module):
 
     # ------------------------------------------------------------ signatures --
 
+    def in_chunks(self, tensors: tuple[tf.Tensor, ...], most: int) -> tuple[tf.Tensor, ...]:
+        """(contexts (T, c), then any other tensors of T rows) -> each as (chunks, size, ...): the fewest chunks
+        of at most `most` rows, of equal size, the last padded with `<s>` contexts and zeros (none for T = 0)."""
+        total = tf.shape(tensors[0])[0]
+        chunks = (total + most - 1) // most
+        size = tf.maximum((total + chunks - 1) // tf.maximum(chunks, 1), 1)  # equal chunks, little padding
+        pad = chunks * size - total
+
+        def split(t: tf.Tensor, fill) -> tf.Tensor:
+            padded = tf.pad(t, [[0, pad]] + [[0, 0]] * (t.shape.rank - 1), constant_values=fill)
+            return tf.reshape(padded, [chunks, size, *t.shape[1:]])
+
+        return (split(tensors[0], self.bos_id), *(split(t, 0) for t in tensors[1:]))
+
     def by_rows(self, fn, context: tf.Tensor, signature):
         """fn(contexts, chunk) for (B, c) contexts, on at most `row_chunk` rows at a time: one call with chunk
         0 for a request that small, else a call per chunk of equal size (the last padded with `<s>` contexts),
@@ -238,12 +246,10 @@ class Server(tf.Module):
         rows = tf.shape(context)[0]
 
         def chunked():
-            chunks = (rows + self.row_chunk - 1) // self.row_chunk
-            size = (rows + chunks - 1) // chunks
-            padded = tf.pad(context, [[0, chunks * size - rows], [0, 0]], constant_values=self.bos_id)
+            chunks = self.in_chunks((context,), self.row_chunk)[0]
             parts = tf.map_fn(
                 lambda args: fn(args[0], args[1]),
-                (tf.reshape(padded, [chunks, size, self.context_size]), tf.range(chunks)),
+                (chunks, tf.range(tf.shape(chunks)[0])),
                 fn_output_signature=signature,
             )
             join = lambda t: tf.reshape(t, tf.concat([[-1], tf.shape(t)[2:]], axis=0))[:rows]  # noqa: E731
