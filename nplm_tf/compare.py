@@ -4,6 +4,7 @@
     python -m nplm_tf.evaluate --model_dir=runs/mlp9 --per_token=runs/mlp9_test.tsv
     python -m nplm_tf.compare --baseline=runs/kn5_test.tsv --candidate=runs/mlp9_test.tsv
     python -m nplm_tf.compare --baseline=kn5_query.txt --candidate=mlp9_query.txt    # two `query` outputs
+    python -m nplm_tf.compare --baseline='runs/full_*_test.tsv' --candidate='runs/sl_*_test.tsv'   # runs of each
 
 Prints one JSON line: both perplexities, `ratio` (the candidate's perplexity over the baseline's), and
 `ratio_95`, the middle 95% of that ratio over --samples resamplings of the text's units (its lines; Brown's
@@ -13,6 +14,12 @@ explains. `candidate_better_share` is the share of resamplings in which the cand
 `units_candidate_better` counts the units it scores higher. Two outputs of `nplm_tf.query` on the same
 text (the network, `--ngram_dir --ngram_only` for the n-gram, `--ngram_dir` for the mixture) compare the
 same way, one unit per line of the text.
+
+Each flag takes comma-separated files or globs: several runs of one model (training seeds, say), all scoring
+the same text. A model's perplexity is then its runs' geometric mean (`baseline_perplexity_runs` lists each
+run's), and each resampling also draws each model's runs with replacement, so that the interval covers the
+run-to-run spread of training as well as the choice of test units. With two or three runs a model that
+spread is only roughly measured (a bootstrap of R runs sees (R - 1)/R of their variance).
 """
 
 import json
@@ -22,26 +29,45 @@ from absl import flags
 from pipelines import app
 from pipelines.errors import UserError
 
-BASELINE = app.define_path(
-    "baseline", None, "Per-token scores of the baseline (a `--per_token` file, or `query`'s output).", required=True
+BASELINE = flags.DEFINE_string(
+    "baseline",
+    None,
+    "Per-token scores of the baseline (a `--per_token` file, or `query`'s output); comma-separated files or globs "
+    "for several runs of it.",
+    required=True,
 )
-CANDIDATE = app.define_path("candidate", None, "Per-token scores of the candidate, on the same text.", required=True)
+CANDIDATE = flags.DEFINE_string(
+    "candidate",
+    None,
+    "Per-token scores of the candidate, on the same text (one run or several, as --baseline).",
+    required=True,
+)
 SAMPLES = flags.DEFINE_integer("samples", 1000, "Bootstrap resamplings of the units.")
 SEED = flags.DEFINE_integer("seed", 0, "Seed of the resampling.")
 
 
 def check():
-    """The flag values, and both files read and matched token by token."""
+    """The flag values, and every file read and matched token by token with the baseline's first."""
+    import numpy as np
+
     from nplm_tf.tools import per_token
+    from pipelines import corpus
 
     if SAMPLES.value < 1:
         raise UserError(f"samples={SAMPLES.value} must be at least 1.")
     if SEED.value < 0:
         raise UserError(f"seed={SEED.value} must be >= 0.")
-    words, baseline, kind = per_token.read(BASELINE.value, "baseline")
-    candidate_words, candidate, candidate_kind = per_token.read(CANDIDATE.value, "candidate")
-    per_token.check_same_tokens((BASELINE.value, words, kind), (CANDIDATE.value, candidate_words, candidate_kind))
-    return words, baseline, candidate
+    scores = {}
+    first = None
+    for flag in (BASELINE, CANDIDATE):
+        runs = []
+        for path in corpus.expand_files(flag.value, flag.name):
+            words, values, kind = per_token.read(path, flag.name)
+            first = first or (path, words, kind)
+            per_token.check_same_tokens(first, (path, words, kind))
+            runs.append(values)
+        scores[flag.name] = np.stack(runs)
+    return first[1], scores["baseline"], scores["candidate"]
 
 
 def main(argv, checked):

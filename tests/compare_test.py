@@ -46,6 +46,64 @@ def test_a_difference_that_depends_on_the_units_chosen_gets_an_interval_around_o
     assert again == result and other["ratio_95"] != result["ratio_95"]
 
 
+def test_runs_of_each_model_are_resampled_too_so_their_spread_widens_the_interval():
+    rng = np.random.default_rng(0)
+    words = (["w"] * 9 + ["</s>"]) * 40
+    base = -rng.uniform(1.0, 6.0, len(words))
+    # Three training runs a model, each run better or worse on every token alike: the candidate's mean is
+    # 0.05 nats a token better, its runs' spread (and the baseline's) four times that.
+    baseline = np.stack([base + shift for shift in (0.2, -0.2, 0.0)])
+    candidate = np.stack([base + shift for shift in (0.25, -0.15, 0.05)])
+    one = per_token.compare(words, baseline[2], candidate[2], samples=500, seed=1)
+    assert (one["baseline_runs"], one["candidate_runs"]) == (1, 1)
+    assert one["ratio_95"] == pytest.approx([math.exp(-0.05)] * 2)  # the units alone cannot tell the runs apart
+    result = per_token.compare(words, baseline, candidate, samples=2000, seed=1)
+    assert (result["baseline_runs"], result["candidate_runs"]) == (3, 3)
+    assert result["ratio"] == pytest.approx(math.exp(-0.05))
+    assert result["baseline_perplexity"] == pytest.approx(math.exp(-base.mean()))  # the runs' geometric mean
+    assert result["candidate_perplexity_runs"] == pytest.approx(
+        [math.exp(-base.mean() - s) for s in (0.25, -0.15, 0.05)]
+    )
+    low, high = result["ratio_95"]
+    assert 0.6 < low < 0.9 and 1.05 < high < 1.4  # about exp(-0.05 ± 1.96 · 0.133)
+    assert 0.5 < result["candidate_better_share"] < 0.9
+    assert result["units_candidate_better"] == 40  # each unit's mean over the runs: 0.05 nats a token better
+    # Runs that agree leave the units' interval as it was.
+    same = per_token.compare(words, np.stack([base] * 3), np.stack([base + 0.05] * 2), samples=200, seed=1)
+    assert same["ratio_95"] == pytest.approx([math.exp(-0.05)] * 2)
+
+
+def test_the_binary_takes_several_runs_a_model_as_comma_separated_files_or_globs(tmp_path):
+    import json
+
+    from tests import helpers
+
+    shifts = {"base_1.tsv": 0.2, "base_2.tsv": -0.2, "cand_1.tsv": 0.25, "cand_2.tsv": -0.15}
+    for name, shift in shifts.items():
+        per_token.write(str(tmp_path / name), WORDS, -np.arange(1.0, 10.0) + shift)
+    env = helpers.without_tensorflow(tmp_path)
+
+    def compare(*args):
+        return helpers.run_binary("nplm_tf.compare", *args, "--samples=50", env=env, timeout=120)
+
+    ran = compare(f"--baseline={tmp_path}/base_*.tsv", f"--candidate={tmp_path}/cand_1.tsv, {tmp_path}/cand_2.tsv")
+    assert ran.returncode == 0, ran.stderr[-2000:]
+    result = json.loads(ran.stdout)
+    assert (result["baseline_runs"], result["candidate_runs"]) == (2, 2)
+    assert result["ratio"] == pytest.approx(math.exp(-0.05), rel=1e-5)
+    (tmp_path / "cand_3.tsv").write_text((tmp_path / "cand_1.tsv").read_text().replace("c\t", "<unk>\t"))
+    for args, message in [
+        ((f"--baseline={tmp_path}/base_*.tsv", f"--candidate={tmp_path}/c_*.tsv"), "no file matches"),
+        (
+            (f"--baseline={tmp_path}/base_*.tsv", f"--candidate={tmp_path}/cand_*.tsv"),
+            f"{tmp_path}/base_1.tsv and {tmp_path}/cand_3.tsv score different tokens (token 4: 'c' and '<unk>')",
+        ),
+    ]:
+        ran = compare(*args)
+        assert ran.returncode != 0 and ran.stdout == ""
+        assert ran.stderr.strip().splitlines()[-1].startswith("error:") and message in ran.stderr, ran.stderr
+
+
 def _write(path, rows):
     path.write_text("".join(f"{w}\t{p}\t{p}\n" for w, p in rows), encoding="utf-8")
     return str(path)

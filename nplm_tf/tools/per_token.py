@@ -122,27 +122,46 @@ def unit_sums(words: list[str], ln_probs: np.ndarray) -> tuple[np.ndarray, np.nd
 
 def compare(words: list[str], baseline: np.ndarray, candidate: np.ndarray, samples: int, seed: int) -> dict:
     """Perplexities of two models on the same tokens, and the candidate's perplexity over the baseline's with
-    the 2.5% and 97.5% quantiles of that ratio over `samples` resamplings of the units, with replacement."""
-    base_units, lengths = unit_sums(words, baseline)
-    cand_units, _ = unit_sums(words, candidate)
+    the 2.5% and 97.5% quantiles of that ratio over `samples` resamplings of the units, with replacement.
+
+    `baseline` and `candidate` hold ln P per token, (tokens,) for one run of a model or (runs, tokens) for
+    several (training seeds, say). A model of several runs is their geometric mean: its perplexity is the
+    exponential of the mean over runs and tokens of -ln P. Each resampling then also draws each model's runs
+    with replacement, independently of the other model's and of the units: the units are crossed with the
+    runs, not nested in them (Owen 2007's "pigeonhole" bootstrap), so the interval covers both the choice
+    of test text and the run-to-run spread of training. One run a model resamples the units alone.
+    """
+    baseline, candidate = np.atleast_2d(baseline), np.atleast_2d(candidate)
+    lengths = unit_sums(words, baseline[0])[1]
+    base_units = np.stack([unit_sums(words, run)[0] for run in baseline])  # (runs, units)
+    cand_units = np.stack([unit_sums(words, run)[0] for run in candidate])
     tokens = lengths.sum()
-    ratio = math.exp((baseline.sum() - candidate.sum()) / tokens)
+    ratio = math.exp((baseline.sum(axis=1).mean() - candidate.sum(axis=1).mean()) / tokens)
     rng = np.random.default_rng(seed)
     units = lengths.size
+
+    def runs_drawn(per_run):  # one run needs no draw (the resamplings of units are then as they always were)
+        return per_run if per_run.size == 1 else per_run[rng.integers(0, per_run.size, per_run.size)]
+
     ratios = np.empty(samples)
     for s in range(samples):  # unit counts per resampling: memory of one resampling, whatever the number
         weights = np.bincount(rng.integers(0, units, units), minlength=units)
-        ratios[s] = math.exp((weights @ base_units - weights @ cand_units) / (weights @ lengths))
+        base, cand = runs_drawn(base_units @ weights), runs_drawn(cand_units @ weights)
+        ratios[s] = math.exp((base.mean() - cand.mean()) / (weights @ lengths))
     low, high = np.quantile(ratios, [0.025, 0.975])
     return {
         "tokens": int(tokens),
         "units": int(units),
-        "baseline_perplexity": math.exp(-baseline.sum() / tokens),
-        "candidate_perplexity": math.exp(-candidate.sum() / tokens),
+        "baseline_runs": len(baseline),
+        "candidate_runs": len(candidate),
+        "baseline_perplexity": math.exp(-baseline.sum(axis=1).mean() / tokens),
+        "candidate_perplexity": math.exp(-candidate.sum(axis=1).mean() / tokens),
+        "baseline_perplexity_runs": [math.exp(-run.sum() / tokens) for run in baseline],
+        "candidate_perplexity_runs": [math.exp(-run.sum() / tokens) for run in candidate],
         "ratio": ratio,
         "ratio_95": [float(low), float(high)],
         "candidate_better_share": float(np.mean(ratios < 1.0)),
-        "units_candidate_better": int(np.sum(cand_units > base_units)),
+        "units_candidate_better": int(np.sum(cand_units.mean(axis=0) > base_units.mean(axis=0))),
         "samples": samples,
         "seed": seed,
     }
