@@ -39,12 +39,29 @@ def test_optimizer_benchmark_times_all_three_optimizers():
         ("benchmarks.optimizer", "--steps=0", "steps=0 and repeats=3 must be at least 1"),
         ("benchmarks.scaling", "--repeats=0", "repeats=0, workers=2 and steps=160 must be at least 1"),
         ("benchmarks.scaling", "--balance_workers", "balance_workers=True needs sync_every > 1"),
+        ("benchmarks.compare_coverage", "--runs=0", "--runs must be at least 1 and --run_sd at least 0"),
+        ("benchmarks.compare_coverage", "--run_sd=x", "--runs must be whole numbers and --run_sd numbers"),
     ],
 )
 def test_bad_flag_values_are_one_sentence(module, flag, message, tmp_path):
     result = helpers.run_binary(module, flag, env=helpers.without_tensorflow(tmp_path))  # refused before it loads
     assert "Traceback" not in result.stderr
     helpers.assert_one_sentence(result, message)
+
+
+def test_compare_intervals_cover_a_runs_luck_only_from_several_runs_a_model(tmp_path):
+    result = helpers.run_binary(
+        "benchmarks.compare_coverage",
+        "--runs=1,5",
+        "--run_sd=0,0.05",
+        "--trials=60",
+        "--samples=200",
+        env=helpers.without_tensorflow(tmp_path),
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    cells = {(c["runs"], c["run_sd"]): c["coverage"] for c in map(json.loads, result.stdout.splitlines())}
+    assert cells[(1, 0.0)] > 0.85 and cells[(5, 0.0)] > 0.85  # runs alike: the units' resampling covers it
+    assert cells[(1, 0.05)] < 0.5 < 0.8 < cells[(5, 0.05)]  # a run's luck: only the runs' resampling covers it
 
 
 @pytest.mark.parametrize(
