@@ -7,6 +7,10 @@ Trains MLP1, MLP3, MLP5, MLP7 and MLP9 (n, h, m, direct as in the paper),
 mixes each with the paper's interpolated trigram (MLP2, 4, 6, 8, 10), builds
 the interpolated trigram and Kneser-Ney 3/4/5, and writes OUTPUT/table.md,
 table.json and curves.png. Run it again to resume: finished rows are kept.
+`--seeds=1234,2,3` trains each network once per seed (the config's own seed in
+OUTPUT/<row>, the others in OUTPUT/<row>_seed<S>, so a finished table gains
+seeds without training again) and reports their geometric mean, its interval
+resampling the runs as well as the test units.
 """
 
 import json
@@ -16,6 +20,7 @@ import time
 from absl import flags
 
 from pipelines import app, corpus_flags
+from pipelines.errors import UserError
 
 OUTPUT = app.define_path("output", None, "Directory for every model and the table.", required=True)
 QUICK = flags.DEFINE_boolean(
@@ -23,6 +28,12 @@ QUICK = flags.DEFINE_boolean(
 )
 CONFIG_JSON = app.define_path("config_json", None, "Training settings shared by every network (default: nplm_tf's).")
 EPOCHS = flags.DEFINE_integer("epochs", None, "Epochs per network (default: the config's; 1 with --quick).")
+SEEDS = flags.DEFINE_list(
+    "seeds",
+    [],
+    "Train each network once per seed (comma-separated; default: the config's seed alone) and report the runs' "
+    "geometric mean, with intervals that resample the runs too.",
+)
 
 
 def settings():
@@ -34,14 +45,22 @@ def settings():
     base = Config.from_json(CONFIG_JSON.value) if CONFIG_JSON.value else Config()
     epochs = EPOCHS.value if EPOCHS.value is not None else (1 if QUICK.value else base.epochs)
     base = base.replace(epochs=epochs)  # validated: --epochs=0 is an error, not the default
-    return base, corpus_flags.corpus_from_flags()
+    try:
+        seeds = [int(s) for s in SEEDS.value]
+    except ValueError:
+        raise UserError(f"--seeds={','.join(SEEDS.value)} must be comma-separated whole numbers.") from None
+    if len(set(seeds)) != len(seeds):
+        raise UserError(f"--seeds={','.join(SEEDS.value)} names a seed twice.")
+    for seed in seeds:
+        base.replace(seed=seed)  # each in the config's range, or the config's one sentence
+    return base, seeds, corpus_flags.corpus_from_flags()
 
 
 def main(argv, checked):
     from nplm_tf.experiments import table1
 
     start = time.perf_counter()
-    base, corpus = checked  # from settings()
+    base, seeds, corpus = checked  # from settings()
     ngrams = [
         table1.ngram_row(OUTPUT.value, corpus, base, spec)
         for spec in table1.NGRAMS
@@ -52,7 +71,9 @@ def main(argv, checked):
         if QUICK.value and row.name not in table1.QUICK_ROWS:
             continue
         print(f"{row.name}: n={row.order}, h={row.hidden_dim}, m={row.feature_dim}, direct={row.direct}", flush=True)
-        rows += table1.network_rows(OUTPUT.value, corpus, base, row, ngrams[0]["dir"], train_perplexity=not QUICK.value)
+        rows += table1.network_rows(
+            OUTPUT.value, corpus, base, row, ngrams[0]["dir"], train_perplexity=not QUICK.value, seeds=seeds
+        )
     command = "python -m nplm_tf.reproduce " + " ".join(sys.argv[1:])
     table1.write_table(
         OUTPUT.value,

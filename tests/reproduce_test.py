@@ -1,6 +1,7 @@
 """The Table 1 reproduction binary, in its quick mode on a tiny corpus, and its resume."""
 
 import json
+import math
 import os
 
 import pytest
@@ -53,6 +54,24 @@ def test_quick_reproduce_writes_the_table_and_resumes(tmp_path):
         r["test"] for r in table["rows"]
     ]
 
+    # A second seed: only its runs train (the config's own seed's are the rows above), and each network row
+    # becomes the two runs' geometric mean, its interval resampling the runs.
+    seed = helpers.tiny_config().seed
+    seeded = helpers.run_binary("nplm_tf.reproduce", *args, f"--seeds={seed},{seed + 1}")
+    assert seeded.returncode == 0, seeded.stderr[-3000:]
+    assert sum(line.startswith("training ") for line in seeded.stdout.splitlines()) == 2  # MLP7 and MLP9
+    assert os.path.isdir(os.path.join(out, f"mlp9_seed{seed + 1}"))
+    pooled = {r["name"]: r for r in json.load(open(os.path.join(out, "table.json")))["rows"]}
+    for name in ("MLP7", "MLP8", "MLP9", "MLP10"):
+        r = pooled[name]
+        assert r["seeds"] == [seed, seed + 1] and r["test_runs"][0] == rows[name]["test"]
+        assert r["test_runs"][1] != r["test_runs"][0]
+        assert r["test"] == pytest.approx(math.sqrt(r["test_runs"][0] * r["test_runs"][1]))
+        low, high = r["ratio_to_kn5_95"]
+        assert low <= r["ratio_to_kn5"] <= high
+    assert pooled["Kneser-Ney 5-gram"] == rows["Kneser-Ney 5-gram"]
+    assert "Network rows: the geometric mean of 2 runs, seeds" in open(os.path.join(out, "table.md")).read()
+
 
 def test_the_rows_are_the_papers_shapes():
     shapes = {r.name: (r.order, r.hidden_dim, r.feature_dim, r.direct) for r in table1.ROWS}
@@ -66,7 +85,17 @@ def test_the_rows_are_the_papers_shapes():
 
 
 @pytest.mark.parametrize(
-    "case", ["zero_epochs", "config_not_utf8", "config_not_object", "config_wrong_type", "missing_train"]
+    "case",
+    [
+        "zero_epochs",
+        "config_not_utf8",
+        "config_not_object",
+        "config_wrong_type",
+        "missing_train",
+        "seeds_not_numbers",
+        "seed_twice",
+        "seed_out_of_range",
+    ],
 )
 def test_bad_input_is_one_sentence_and_leaves_the_output_alone(case, tmp_path):
     paths = helpers.tiny_corpus_files(tmp_path, train=20, valid=5, test=5)
@@ -90,6 +119,9 @@ def test_bad_input_is_one_sentence_and_leaves_the_output_alone(case, tmp_path):
             "hidden_dim='100' must be an integer.",
         ),
         "missing_train": (["--train_files=" + str(tmp_path / "nowhere.txt")], "nowhere.txt"),
+        "seeds_not_numbers": (["--seeds=1,x"], "--seeds=1,x must be comma-separated whole numbers."),
+        "seed_twice": (["--seeds=1,2,1"], "--seeds=1,2,1 names a seed twice."),
+        "seed_out_of_range": (["--seeds=1,-1"], "seed=-1 must be in [0, 2**32 - 1]"),
     }[case]
     if not case.startswith("config_"):
         flags = [f"--config_json={config}", *flags]

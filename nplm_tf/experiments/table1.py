@@ -90,15 +90,68 @@ def ngram_row(output_dir: str, corpus: corpus_lib.Corpus, base: Config, spec) ->
 
 
 def network_rows(
-    output_dir: str, corpus: corpus_lib.Corpus, base: Config, row: Row, trigram_dir: str, train_perplexity: bool
+    output_dir: str,
+    corpus: corpus_lib.Corpus,
+    base: Config,
+    row: Row,
+    trigram_dir: str,
+    train_perplexity: bool,
+    seeds: list[int] | None = None,
 ) -> list[dict]:
-    """The network alone and mixed with the trigram (context-frequency weights fitted on valid)."""
-    path = os.path.join(output_dir, row.name.lower())
+    """The network alone and mixed with the trigram (context-frequency weights fitted on valid), trained once
+    per seed of `seeds` (default: the base config's alone). With several seeds each row holds their geometric
+    mean (`pooled`), each seed's run in a directory of its own: the base config's seed in OUTPUT/<row>, as
+    without seeds, so that a finished table gains seeds without training its first run again."""
+    seeds = seeds or [base.seed]
+    runs = [
+        _seed_rows(
+            seed_dir(output_dir, row, seed, base.seed),
+            corpus,
+            base.replace(seed=seed),
+            row,
+            trigram_dir,
+            train_perplexity,
+        )
+        for seed in seeds
+    ]
+    if len(runs) == 1:
+        return runs[0]
+    return [pooled([run[i] for run in runs], seeds) for i in range(2)]
+
+
+def seed_dir(output_dir: str, row: Row, seed: int, base_seed: int) -> str:
+    name = row.name.lower()
+    return os.path.join(output_dir, name if seed == base_seed else f"{name}_seed{seed}")
+
+
+def pooled(runs: list[dict], seeds: list[int]) -> dict:
+    """One row for the runs of one network with different seeds: the geometric mean of their perplexities (the
+    exponential of the mean -ln P over runs and tokens, as `compare` pools runs), each seed's test beside it,
+    and the first seed's curves."""
+
+    def geometric_mean(key):
+        return math.exp(sum(math.log(r[key]) for r in runs) / len(runs))
+
+    return {
+        **runs[0],
+        "train": geometric_mean("train"),
+        "valid": geometric_mean("valid"),
+        "test": geometric_mean("test"),
+        "seeds": list(seeds),
+        "test_runs": [r["test"] for r in runs],
+        "dir": [r["dir"] for r in runs],
+        "test_tokens": [r["test_tokens"] for r in runs],
+    }
+
+
+def _seed_rows(
+    path: str, corpus: corpus_lib.Corpus, config: Config, row: Row, trigram_dir: str, train_perplexity: bool
+) -> list[dict]:
     cached = os.path.join(path, ROW_FILE)
     if os.path.isfile(cached) and run_dir.RunDir(path).read_metrics() is not None:
         return files.read_json(cached)
     config = dataclasses.replace(
-        base, order=row.order, hidden_dim=row.hidden_dim, feature_dim=row.feature_dim, direct=row.direct
+        config, order=row.order, hidden_dim=row.hidden_dim, feature_dim=row.feature_dim, direct=row.direct
     )
     metrics = trainer.train_and_evaluate(config, path, corpus, export=False)
     _, vocab, model = run_dir.load_trained(path)
@@ -178,15 +231,23 @@ BOOTSTRAP_SAMPLES = 1000
 def add_intervals(rows: list[dict]) -> None:
     """Each row's `ratio_to_kn5_95`: its test perplexity over KN5's, 95% interval by a paired bootstrap over the
     test units, where both rows kept their per-token file (rows made before these files were kept have none)."""
+    import numpy as np
+
     kn5 = next((r for r in rows if r["name"] == "Kneser-Ney 5-gram"), None)
     if kn5 is None or not os.path.isfile(kn5.get("test_tokens") or ""):
         return
     words, baseline, kind = per_token.read(kn5["test_tokens"], "test_tokens")
     for r in rows:
-        if os.path.isfile(r.get("test_tokens") or ""):
-            row_words, candidate, row_kind = per_token.read(r["test_tokens"], "test_tokens")
-            per_token.check_same_tokens((kn5["test_tokens"], words, kind), (r["test_tokens"], row_words, row_kind))
-            result = per_token.compare(words, baseline, candidate, BOOTSTRAP_SAMPLES, seed=0)
+        paths = r.get("test_tokens") or []
+        paths = [paths] if isinstance(paths, str) else paths  # a row of several seeds: a file per seed
+        if paths and all(os.path.isfile(p) for p in paths):
+            runs = []
+            for path in paths:
+                row_words, values, row_kind = per_token.read(path, "test_tokens")
+                per_token.check_same_tokens((kn5["test_tokens"], words, kind), (path, row_words, row_kind))
+                runs.append(values)
+            # Several seeds: the resamplings draw the seeds' runs too (`per_token.compare`).
+            result = per_token.compare(words, baseline, np.stack(runs), BOOTSTRAP_SAMPLES, seed=0)
             r["ratio_to_kn5_95"] = result["ratio_95"]
 
 
@@ -225,10 +286,20 @@ def write_table(output_dir: str, rows: list[dict], command: str, seconds: float,
         "for MLP9, MLP10 and the Kneser-Ney 5-gram are the ones this project's protocol document confirms. "
         f"In brackets: the 95% interval of the ratio over {BOOTSTRAP_SAMPLES:,} resamplings of the test split's "
         "units (its lines; Brown's texts), paired with the Kneser-Ney 5-gram (`nplm_tf.compare`).",
+        *([seeds_note(rows)] if any(r.get("seeds") for r in rows) else []),
         *(["", protocol_text] if protocol_text else []),
     ]
     files.write_text(os.path.join(output_dir, "table.md"), "\n".join(lines) + "\n")
     plot_curves(rows, os.path.join(output_dir, "curves.png"))
+
+
+def seeds_note(rows: list[dict]) -> str:
+    seeds = next(r["seeds"] for r in rows if r.get("seeds"))
+    return (
+        f"Network rows: the geometric mean of {len(seeds)} runs, seeds {', '.join(map(str, seeds))} (each run's test "
+        "perplexity is in table.json); their intervals resample the runs as well as the units, and the curves are "
+        "the first seed's."
+    )
 
 
 def plot_curves(rows: list[dict], path: str) -> None:
