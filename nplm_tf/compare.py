@@ -50,8 +50,6 @@ SEED = flags.DEFINE_integer("seed", 0, "Seed of the resampling.")
 
 def check():
     """The flag values, and every file read and matched token by token with the baseline's first."""
-    import numpy as np
-
     from nplm_tf.tools import per_token
     from pipelines import corpus
 
@@ -59,17 +57,9 @@ def check():
         raise UserError(f"samples={SAMPLES.value} must be at least 1.")
     if SEED.value < 0:
         raise UserError(f"seed={SEED.value} must be >= 0.")
-    scores = {}
-    first = None
-    for flag in (BASELINE, CANDIDATE):
-        runs = []
-        for path in corpus.expand_files(flag.value, flag.name):
-            words, values, kind = per_token.read(path, flag.name)
-            first = first or (path, words, kind)
-            per_token.check_same_tokens(first, (path, words, kind))
-            runs.append(values)
-        scores[flag.name] = np.stack(runs)
-    return first[1], scores["baseline"], scores["candidate"]
+    first, baseline = per_token.read_runs(corpus.expand_files(BASELINE.value, "baseline"), "baseline")
+    _, candidate = per_token.read_runs(corpus.expand_files(CANDIDATE.value, "candidate"), "candidate", first)
+    return first[1], baseline, candidate
 
 
 def main(argv, checked):

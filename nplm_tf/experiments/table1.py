@@ -231,23 +231,17 @@ BOOTSTRAP_SAMPLES = 1000
 def add_intervals(rows: list[dict]) -> None:
     """Each row's `ratio_to_kn5_95`: its test perplexity over KN5's, 95% interval by a paired bootstrap over the
     test units, where both rows kept their per-token file (rows made before these files were kept have none)."""
-    import numpy as np
-
     kn5 = next((r for r in rows if r["name"] == "Kneser-Ney 5-gram"), None)
     if kn5 is None or not os.path.isfile(kn5.get("test_tokens") or ""):
         return
-    words, baseline, kind = per_token.read(kn5["test_tokens"], "test_tokens")
+    first, baseline = per_token.read_runs([kn5["test_tokens"]], "test_tokens")
     for r in rows:
         paths = r.get("test_tokens") or []
         paths = [paths] if isinstance(paths, str) else paths  # a row of several seeds: a file per seed
         if paths and all(os.path.isfile(p) for p in paths):
-            runs = []
-            for path in paths:
-                row_words, values, row_kind = per_token.read(path, "test_tokens")
-                per_token.check_same_tokens((kn5["test_tokens"], words, kind), (path, row_words, row_kind))
-                runs.append(values)
+            _, runs = per_token.read_runs(paths, "test_tokens", first)
             # Several seeds: the resamplings draw the seeds' runs too (`per_token.compare`).
-            result = per_token.compare(words, baseline, np.stack(runs), BOOTSTRAP_SAMPLES, seed=0)
+            result = per_token.compare(first[1], baseline, runs, BOOTSTRAP_SAMPLES, seed=0)
             r["ratio_to_kn5_95"] = result["ratio_95"]
 
 

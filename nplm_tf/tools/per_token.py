@@ -113,11 +113,26 @@ def check_same_tokens(a: tuple[str, list[str], str], b: tuple[str, list[str], st
         )
 
 
+def read_runs(paths, flag: str, first: tuple[str, list[str], str] | None = None):
+    """(first, ln P (runs, tokens)) of score files that are runs of one model, each checked to score the tokens
+    of `first` (path, tokens, kind; default: the first of `paths`' own, which is returned)."""
+    runs = []
+    for path in paths:
+        words, values, kind = read(path, flag)
+        if first is None:
+            first = (path, words, kind)
+        else:
+            check_same_tokens(first, (path, words, kind))
+        runs.append(values)
+    return first, np.stack(runs)
+
+
 def unit_sums(words: list[str], ln_probs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Per unit (ending at each </s>): the sum of ln P and the number of tokens."""
+    """Per unit (ending at each </s>): the sum of ln P (along the last axis: (units,) or (runs, units)) and the
+    number of tokens."""
     ends = np.flatnonzero(np.asarray(words, dtype=object) == EOS)
     starts = np.concatenate([[0], ends[:-1] + 1])
-    return np.add.reduceat(ln_probs, starts), (ends - starts + 1).astype(np.float64)
+    return np.add.reduceat(ln_probs, starts, axis=-1), (ends - starts + 1).astype(np.float64)
 
 
 def compare(words: list[str], baseline: np.ndarray, candidate: np.ndarray, samples: int, seed: int) -> dict:
@@ -131,12 +146,12 @@ def compare(words: list[str], baseline: np.ndarray, candidate: np.ndarray, sampl
     runs, not nested in them (Owen 2007's "pigeonhole" bootstrap), so the interval covers both the choice
     of test text and the run-to-run spread of training. One run a model resamples the units alone.
     """
-    baseline, candidate = np.atleast_2d(baseline), np.atleast_2d(candidate)
-    lengths = unit_sums(words, baseline[0])[1]
-    base_units = np.stack([unit_sums(words, run)[0] for run in baseline])  # (runs, units)
-    cand_units = np.stack([unit_sums(words, run)[0] for run in candidate])
+    baseline, candidate = np.atleast_2d(baseline), np.atleast_2d(candidate)  # (runs, tokens)
+    base_units, lengths = unit_sums(words, baseline)  # (runs, units)
+    cand_units, _ = unit_sums(words, candidate)
+    base_totals, cand_totals = baseline.sum(axis=1), candidate.sum(axis=1)  # each run's sum of ln P
     tokens = lengths.sum()
-    ratio = math.exp((baseline.sum(axis=1).mean() - candidate.sum(axis=1).mean()) / tokens)
+    ratio = math.exp((base_totals.mean() - cand_totals.mean()) / tokens)
     rng = np.random.default_rng(seed)
     units = lengths.size
 
@@ -152,12 +167,12 @@ def compare(words: list[str], baseline: np.ndarray, candidate: np.ndarray, sampl
     return {
         "tokens": int(tokens),
         "units": int(units),
-        "baseline_runs": len(baseline),
-        "candidate_runs": len(candidate),
-        "baseline_perplexity": math.exp(-baseline.sum(axis=1).mean() / tokens),
-        "candidate_perplexity": math.exp(-candidate.sum(axis=1).mean() / tokens),
-        "baseline_perplexity_runs": [math.exp(-run.sum() / tokens) for run in baseline],
-        "candidate_perplexity_runs": [math.exp(-run.sum() / tokens) for run in candidate],
+        "baseline_runs": len(base_totals),
+        "candidate_runs": len(cand_totals),
+        "baseline_perplexity": math.exp(-base_totals.mean() / tokens),
+        "candidate_perplexity": math.exp(-cand_totals.mean() / tokens),
+        "baseline_perplexity_runs": [math.exp(-total / tokens) for total in base_totals],
+        "candidate_perplexity_runs": [math.exp(-total / tokens) for total in cand_totals],
         "ratio": ratio,
         "ratio_95": [float(low), float(high)],
         "candidate_better_share": float(np.mean(ratios < 1.0)),
