@@ -17,7 +17,9 @@ settings apply) are filtered out of standard error, everything else passed on.
 
 from __future__ import annotations
 
+import atexit
 import errno
+import gc
 import os
 import re
 import sys
@@ -212,6 +214,16 @@ def guarded(
     return wrapped
 
 
+def collect_then_freeze() -> None:
+    """At exit: collects what is garbage now, so its finalizers run (a file still open in a reference cycle is
+    flushed and closed), then freezes what is left out of the collector's sight. Python's shutdown otherwise
+    walks the objects TensorFlow and Keras hold (about 300,000) in collection after collection while it
+    clears the modules: 0.6-0.8 s of every binary's exit here, and what is frozen is freed all the same when
+    the process ends."""
+    gc.collect()
+    gc.freeze()
+
+
 def run(
     main: Callable[[list[str]], None],
     check: Callable[[], object] | None = None,
@@ -224,5 +236,6 @@ def run(
     import logging
 
     _silence_known_warnings()
+    atexit.register(collect_then_freeze)
     logging.getLogger("tensorflow").setLevel(logging.ERROR)  # per-batch distribute chatter
     app.run(guarded(main, check, tensorflow, resumable), flags_parser=_parse_flags)

@@ -576,3 +576,48 @@ def test_per_token_to_a_pipe_is_written_into_it(trained, tmp_path):
     rows = out.read_text().splitlines()
     assert rows and all(len(row.split("\t")) == 3 for row in rows) and rows[-1].startswith("</s>\t")
     assert stat.S_ISFIFO(os.stat(fifo).st_mode) and sorted(os.listdir(tmp_path)) == ["pipe", "read.tsv"]
+
+
+def test_a_binarys_exit_runs_the_finalizers_of_its_garbage_and_freezes_the_rest(tmp_path):
+    """`app.run` collects at exit, then freezes what is left (Python's shutdown would otherwise walk
+    TensorFlow's objects in collection after collection): garbage in a reference cycle is still finalized (a
+    finalizer that writes a file, as a writer's flush would), and the collector is left nothing to walk."""
+    import gc
+
+    from pipelines import app
+
+    out, frozen_count = tmp_path / "finalized.txt", tmp_path / "frozen.txt"
+    script = tmp_path / "leaves_a_cycle.py"
+    script.write_text(
+        "import atexit, gc\n"
+        "from pipelines import app\n"
+        f"atexit.register(lambda: open({str(frozen_count)!r}, 'w').write(str(gc.get_freeze_count())))  # runs last\n"
+        "class Cyclic:\n"
+        "    def __del__(self):\n"
+        f"        open({str(out)!r}, 'w').write('finalized')\n"
+        "def main(argv):\n"
+        "    garbage = Cyclic()\n"
+        "    garbage.self = garbage  # a cycle: only the collector frees it\n"
+        "app.run(main, tensorflow=False)\n"
+    )
+    result = subprocess.run([sys.executable, str(script)], cwd=helpers.ROOT, capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert out.read_text() == "finalized"
+    assert int(frozen_count.read_text()) > 0
+
+    finalized = []
+
+    class Cyclic:
+        def __del__(self):
+            finalized.append(True)
+
+    garbage = Cyclic()
+    garbage.self = garbage
+    del garbage
+    frozen = gc.get_freeze_count()
+    try:
+        app.collect_then_freeze()
+        assert finalized == [True]
+        assert gc.get_freeze_count() > frozen
+    finally:
+        gc.unfreeze()
