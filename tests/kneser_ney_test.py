@@ -59,8 +59,8 @@ def test_token_probabilities_agree_with_distributions(order):
     np.testing.assert_allclose(got, expected, rtol=1e-12)
 
 
-def test_brown_matches_kenlm_lmplz():
-    """The Brown protocol (benchmarks/README.md): KenLM modified KN, valid / test perplexity for orders 3, 4, 5."""
+def brown_arrays():
+    """The Brown protocol's train, valid and test (benchmarks/README.md) as token arrays, and |V|."""
     os.environ.setdefault("NLTK_DATA", helpers.SHARED_NLTK)
     from pipelines import corpus, vocabulary
 
@@ -71,12 +71,38 @@ def test_brown_matches_kenlm_lmplz():
         lines = [vocab.ids(corpus.tokenize(line)) for line in brown[split].iter_lines()]
         return kn.TokenArrays.from_lines(lines, vocab.bos_id, vocab.eos_id)
 
-    train, valid, test = arrays("train"), arrays("valid"), arrays("test")
+    return arrays("train"), arrays("valid"), arrays("test"), vocab.size
+
+
+def perplexities(model, *splits):
+    return [math.exp(-np.log(model.token_probabilities(d)).mean()) for d in splits]
+
+
+def test_brown_matches_kenlm_lmplz():
+    """The Brown protocol (benchmarks/README.md): KenLM modified KN, valid / test perplexity for orders 3, 4, 5."""
+    train, valid, test, vocab_size = brown_arrays()
     kenlm = {3: (209.63, 201.51), 4: (208.63, 200.43), 5: (208.27, 200.02)}
     for order, expected in kenlm.items():
-        model = kn.KneserNey(train, order, vocab.size)
-        got = [math.exp(-np.log(model.token_probabilities(d)).mean()) for d in (valid, test)]
-        assert got == pytest.approx(expected, abs=0.006), order
+        model = kn.KneserNey(train, order, vocab_size)
+        assert perplexities(model, valid, test) == pytest.approx(expected, abs=0.006), order
+
+
+def test_brown_pruned_matches_kenlm_lmplz_prune():
+    """`lmplz -o 5 --prune T` on the same train (each text one line; its rare words written as one ordinary word,
+    since lmplz refuses `<unk>` in its input), read back by KenLM's `query` (2026-11-28): the n-grams it keeps
+    of each order 2-5, and its valid / test perplexities. Every probability and back-off weight of its ARPA is
+    ours within 4.3e-6 in log10 (from the one type more, its own `<unk>`, that lmplz's unigrams share out)."""
+    train, valid, test, vocab_size = brown_arrays()
+    lmplz = {
+        (0, 0, 1): ((271_734, 68_733, 28_522, 9_939), (208.67010, 200.70622)),
+        (0, 1, 1): ((84_494, 68_733, 28_522, 9_939), (220.94149, 213.16077)),
+        (0, 0, 2): ((271_734, 27_538, 8_662, 2_251), (211.37467, 203.59273)),
+    }
+    for thresholds, (kept, expected) in lmplz.items():
+        model = kn.KneserNey(train, 5, vocab_size)
+        model.prune(thresholds)
+        assert tuple(model.orders[k].keys.size for k in range(2, 6)) == kept, thresholds
+        assert perplexities(model, valid, test) == pytest.approx(expected, rel=3e-6), thresholds
 
 
 def test_ids_are_int32_where_they_fit_and_stay_so_in_the_saved_state(tmp_path):
