@@ -5,9 +5,15 @@ python -m pipelines.describe --corpus=brown [--shortlists=2000,4000,8000]
 With `--shortlists`, also the share of each split's predicted tokens that a short list of N words
 (`nplm_tf.train --shortlist=N`: ids 0..N-1, `</s>` and `<unk>` included) leaves to the tail, to choose N
 before training.
+
+With `--write_text=DIR`, also each split as the models read it, for another toolkit to build and score its
+own model on the same data and vocabulary (KenLM's `lmplz` and `query`, SRILM's `ngram-count`):
+DIR/train.txt, valid.txt and test.txt, one unit (a Brown text, a GCIDE entry, a line of your files) a line,
+its tokens joined by single spaces, every token the vocabulary does not hold written as `--unk_token`.
 """
 
 import json
+import os
 
 from absl import flags
 
@@ -19,6 +25,19 @@ MAX_VOCAB = flags.DEFINE_integer(
     "max_vocab", 0, "At most this many types, </s> and <unk> included; the most frequent kept (as in train)."
 )
 SHORTLISTS = flags.DEFINE_list("shortlists", [], "Short-list sizes N: report the share of tokens in each one's tail.")
+WRITE_TEXT = app.define_path(
+    "write_text",
+    None,
+    "Also write the splits as the models read them into this directory (train.txt, valid.txt, test.txt: one "
+    "unit a line, words outside the vocabulary as --unk_token), for another toolkit; never overwrites.",
+)
+UNK_TOKEN = flags.DEFINE_string(
+    "unk_token",
+    "<unk>",
+    "With --write_text: how a word outside the vocabulary is written (KenLM's lmplz refuses <unk> in its input: "
+    "give it a word of its own, such as UNKWORD).",
+)
+SPLITS = ("train", "valid", "test")
 
 
 def check():
@@ -28,7 +47,59 @@ def check():
     if MIN_COUNT.value < 1:
         raise UserError(f"min_count={MIN_COUNT.value} must be at least 1.")
     vocabulary.check_max_vocab(MAX_VOCAB.value)
+    check_write_text()
     return corpus_flags.corpus_from_flags(), app.positive_ints(SHORTLISTS)
+
+
+def check_write_text() -> None:
+    """--write_text and --unk_token, before the corpus is read: a directory that would be overwritten or an
+    unk token that is not one token is refused."""
+    from pipelines import files
+
+    token = UNK_TOKEN.value
+    if WRITE_TEXT.value is None:
+        if UNK_TOKEN.present:
+            raise UserError("--unk_token needs --write_text=DIR.")
+        return
+    if not token or token != "".join(token.split()):
+        raise UserError(f"--unk_token={token!r} must be one token: not empty, no whitespace.")
+    files.check_output_dir("write_text", WRITE_TEXT.value)
+    there = [name for name in SPLITS if os.path.exists(os.path.join(WRITE_TEXT.value, f"{name}.txt"))]
+    if there:
+        raise UserError(
+            f"--write_text={WRITE_TEXT.value} already holds {there[0]}.txt; give a directory without it (nothing "
+            "is overwritten)."
+        )
+
+
+def write_text(corpus, vocab, directory: str, unk_token: str) -> None:
+    """Each split as `vocabulary.ids` maps it, one unit a line (units without a token left out, as training
+    leaves them), a token outside the vocabulary written as `unk_token`; all three files or none."""
+    from pipelines import corpus as corpus_lib
+    from pipelines import files
+
+    if unk_token != vocab.words[vocab.unk_id] and unk_token in vocab.words:
+        raise UserError(
+            f"--unk_token={unk_token} is a word of the vocabulary, so the written text could not tell them apart; "
+            "give another."
+        )
+    words = list(vocab.words)
+    words[vocab.unk_id] = unk_token
+    made, written = files.make_directories(directory), []
+    try:
+        for name in SPLITS:
+            path = os.path.join(directory, f"{name}.txt")
+            with files.atomic_output(path) as tmp, open(tmp, "w", encoding="utf-8") as f:
+                for line in corpus[name].iter_lines():
+                    tokens = corpus_lib.tokenize(line)
+                    if tokens:
+                        f.write(" ".join(words[i] for i in vocab.ids(tokens)) + "\n")
+            written.append(path)
+    except BaseException:  # the three files or none: those written here are removed, nothing else
+        for path in written:
+            os.remove(path)
+        files.remove_empty_directories(made)
+        raise
 
 
 def main(argv, checked):
@@ -40,7 +111,7 @@ def main(argv, checked):
     summary = {"corpus": corpus.name, "vocab_size": vocab.size, "tokens": {}, "lines": {}, "oov_rate": {}}
     if shortlists:
         summary["tail_share"] = {str(n): {} for n in shortlists}
-    for name in ("train", "valid", "test"):
+    for name in SPLITS:
         counts, tokens, lines = vocabulary.count_split(corpus[name])
         unknown = vocab.unknown(counts)  # a literal </s> or <unk> in the text too, as in training
         predicted = tokens + lines  # every line also predicts </s>
@@ -52,6 +123,9 @@ def main(argv, checked):
             for n in shortlists:
                 tail = sum(c for i, c in zip(ids, counts.values()) if i >= n)
                 summary["tail_share"][str(n)][name] = tail / predicted if tokens else 0.0
+    if WRITE_TEXT.value is not None:
+        write_text(corpus, vocab, WRITE_TEXT.value, UNK_TOKEN.value)
+        summary["text_dir"] = os.path.abspath(WRITE_TEXT.value)
     print(json.dumps(summary))
 
 

@@ -131,6 +131,58 @@ def test_describe_reports_the_tail_share_of_each_short_list(tmp_path):
         helpers.assert_one_sentence(helpers.run_binary("pipelines.describe", *corpus, flag), message)
 
 
+def test_describe_writes_the_splits_as_the_models_read_them_for_another_toolkit(tmp_path):
+    """`--write_text`: the text another toolkit (KenLM's lmplz) needs to build and score a model on the same data
+    and vocabulary: one unit a line, words outside the vocabulary (and a literal </s>) as --unk_token."""
+    from pipelines import corpus as corpus_lib
+    from pipelines import describe, vocabulary
+
+    paths = {}
+    for name, text in (("train", "a a a b b e\n\n  b   a\n"), ("valid", "c d </s> a\n"), ("test", "b\tzz\n")):
+        paths[name] = tmp_path / f"{name}.txt"
+        paths[name].write_text(text)
+    corpus = ["--corpus=files", "--min_count=2", *(f"--{name}_files={path}" for name, path in paths.items())]
+    out_dir = tmp_path / "text"
+    result = helpers.run_binary("pipelines.describe", *corpus, f"--write_text={out_dir}", "--unk_token=UNKWORD")
+    assert result.returncode == 0, result.stderr[-3000:]
+    summary = json.loads(result.stdout)
+    written = {name: (out_dir / f"{name}.txt").read_text() for name in paths}
+    assert written == {
+        "train": "a a a b b UNKWORD\nb a\n",
+        "valid": "UNKWORD UNKWORD UNKWORD a\n",
+        "test": "b UNKWORD\n",
+    }
+    assert summary["text_dir"] == str(out_dir)
+    for name, text in written.items():  # the tokens a model predicts: every word and each line's end
+        assert len(text.split()) + text.count("\n") == summary["tokens"][name]
+
+    again = helpers.run_binary("pipelines.describe", *corpus, f"--write_text={out_dir}")
+    helpers.assert_one_sentence(again, f"--write_text={out_dir} already holds train.txt; give a directory without")
+    assert {name: (out_dir / f"{name}.txt").read_text() for name in paths} == written  # untouched
+    default = helpers.run_binary("pipelines.describe", *corpus, f"--write_text={tmp_path / 'plain'}")
+    assert default.returncode == 0 and (tmp_path / "plain" / "test.txt").read_text() == "b <unk>\n"
+
+    for flags, message in [
+        (["--unk_token=UNKWORD"], "--unk_token needs --write_text=DIR."),
+        ([f"--write_text={tmp_path / 'new'}", "--unk_token=a b"], "--unk_token='a b' must be one token"),
+        ([f"--write_text={tmp_path / 'new'}", "--unk_token=b"], "--unk_token=b is a word of the vocabulary"),
+        ([f"--write_text={paths['train']}"], "is a file, not a directory."),
+    ]:
+        helpers.assert_one_sentence(helpers.run_binary("pipelines.describe", *corpus, *flags), message)
+    assert not (tmp_path / "new").exists()
+
+    # A split that fails to read midway (bytes that are not UTF-8): the files written before it go, and the
+    # directory made for them; nothing else is touched.
+    (tmp_path / "bad.txt").write_bytes(b"a \xff b\n")
+    split = corpus_lib.file_split(str(tmp_path / "bad.txt"), "test_files", "test")
+    splits = {name: corpus_lib.file_split(str(paths[name]), f"{name}_files", name) for name in ("train", "valid")}
+    broken = corpus_lib.Corpus("files", {**splits, "test": split})
+    vocab = vocabulary.build(broken["train"], 2)
+    with pytest.raises(corpus_lib.CorpusError):
+        describe.write_text(broken, vocab, str(tmp_path / "deep" / "partial"), "UNKWORD")
+    assert not (tmp_path / "deep").exists()
+
+
 def test_a_second_training_process_in_the_same_directory_is_refused_until_the_first_ends(data, tmp_path):
     model_dir = tmp_path / "m"
     args = [sys.executable, "-m", "nplm_tf.train", f"--model_dir={model_dir}", *TINY, *data[1]]
