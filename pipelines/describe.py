@@ -72,36 +72,6 @@ def check_write_text() -> None:
         )
 
 
-def write_text(corpus, vocab, directory: str, unk_token: str) -> None:
-    """Each split as `vocabulary.ids` maps it, one unit a line (units without a token left out, as training
-    leaves them), a token outside the vocabulary written as `unk_token`; all three files or none."""
-    from pipelines import corpus as corpus_lib
-    from pipelines import files
-
-    if unk_token != vocab.words[vocab.unk_id] and unk_token in vocab.words:
-        raise UserError(
-            f"--unk_token={unk_token} is a word of the vocabulary, so the written text could not tell them apart; "
-            "give another."
-        )
-    words = list(vocab.words)
-    words[vocab.unk_id] = unk_token
-    made, written = files.make_directories(directory), []
-    try:
-        for name in SPLITS:
-            path = os.path.join(directory, f"{name}.txt")
-            with files.atomic_output(path) as tmp, open(tmp, "w", encoding="utf-8") as f:
-                for line in corpus[name].iter_lines():
-                    tokens = corpus_lib.tokenize(line)
-                    if tokens:
-                        f.write(" ".join(words[i] for i in vocab.ids(tokens)) + "\n")
-            written.append(path)
-    except BaseException:  # the three files or none: those written here are removed, nothing else
-        for path in written:
-            os.remove(path)
-        files.remove_empty_directories(made)
-        raise
-
-
 def main(argv, checked):
     from pipelines import vocabulary
 
@@ -124,7 +94,7 @@ def main(argv, checked):
                 tail = sum(c for i, c in zip(ids, counts.values()) if i >= n)
                 summary["tail_share"][str(n)][name] = tail / predicted if tokens else 0.0
     if WRITE_TEXT.value is not None:
-        write_text(corpus, vocab, WRITE_TEXT.value, UNK_TOKEN.value)
+        vocabulary.write_splits(corpus, vocab, WRITE_TEXT.value, UNK_TOKEN.value)
         summary["text_dir"] = os.path.abspath(WRITE_TEXT.value)
     print(json.dumps(summary))
 

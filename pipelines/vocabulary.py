@@ -156,3 +156,31 @@ def build(split: corpus_lib.Split, min_count: int, max_size: int = 0) -> Vocabul
         (EOS, UNK) + tuple(w for w, _ in kept),
         (lines, unk) + tuple(c for _, c in kept),
     )
+
+
+def write_splits(corpus: corpus_lib.Corpus, vocab: Vocabulary, directory: str, unk_token: str) -> None:
+    """Writes DIR/train.txt, valid.txt and test.txt: each split as `ids` maps it, one unit a line (units without a
+    token left out, as training leaves them), a token outside the vocabulary written as `unk_token`, for another
+    toolkit (`pipelines.describe --write_text`); all three files or none."""
+    if unk_token != vocab.words[vocab.unk_id] and unk_token in vocab.words:
+        raise UserError(
+            f"--unk_token={unk_token} is a word of the vocabulary, so the written text could not tell them apart; "
+            "give another."
+        )
+    words = list(vocab.words)
+    words[vocab.unk_id] = unk_token
+    made, written = files.make_directories(directory), []
+    try:
+        for name in ("train", "valid", "test"):
+            path = os.path.join(directory, f"{name}.txt")
+            with files.atomic_output(path) as tmp, open(tmp, "w", encoding="utf-8") as f:
+                for line in corpus[name].iter_lines():
+                    tokens = corpus_lib.tokenize(line)
+                    if tokens:
+                        f.write(" ".join(words[i] for i in vocab.ids(tokens)) + "\n")
+            written.append(path)
+    except BaseException:  # the three files or none: those written here are removed, nothing else
+        for path in written:
+            os.remove(path)
+        files.remove_empty_directories(made)
+        raise

@@ -135,7 +135,7 @@ def test_describe_writes_the_splits_as_the_models_read_them_for_another_toolkit(
     """`--write_text`: the text another toolkit (KenLM's lmplz) needs to build and score a model on the same data
     and vocabulary: one unit a line, words outside the vocabulary (and a literal </s>) as --unk_token."""
     from pipelines import corpus as corpus_lib
-    from pipelines import describe, vocabulary
+    from pipelines import vocabulary
 
     paths = {}
     for name, text in (("train", "a a a b b e\n\n  b   a\n"), ("valid", "c d </s> a\n"), ("test", "b\tzz\n")):
@@ -179,7 +179,7 @@ def test_describe_writes_the_splits_as_the_models_read_them_for_another_toolkit(
     broken = corpus_lib.Corpus("files", {**splits, "test": split})
     vocab = vocabulary.build(broken["train"], 2)
     with pytest.raises(corpus_lib.CorpusError):
-        describe.write_text(broken, vocab, str(tmp_path / "deep" / "partial"), "UNKWORD")
+        vocabulary.write_splits(broken, vocab, str(tmp_path / "deep" / "partial"), "UNKWORD")
     assert not (tmp_path / "deep").exists()
 
 
