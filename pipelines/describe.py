@@ -12,6 +12,7 @@ DIR/train.txt, valid.txt and test.txt, one unit (a Brown text, a GCIDE entry, a 
 its tokens joined by single spaces, every token the vocabulary does not hold written as `--unk_token`.
 """
 
+import errno
 import json
 import os
 
@@ -94,7 +95,14 @@ def main(argv, checked):
                 tail = sum(c for i, c in zip(ids, counts.values()) if i >= n)
                 summary["tail_share"][str(n)][name] = tail / predicted if tokens else 0.0
     if WRITE_TEXT.value is not None:
-        vocabulary.write_splits(corpus, vocab, WRITE_TEXT.value, UNK_TOKEN.value)
+        try:
+            vocabulary.write_splits(corpus, vocab, WRITE_TEXT.value, UNK_TOKEN.value)
+        except OSError as e:
+            if e.errno == errno.ENOSPC:  # a full disk: `app`'s sentence
+                raise
+            raise UserError(
+                f"--write_text={WRITE_TEXT.value} cannot be written ({e.strerror}); give a writable directory."
+            ) from None
         summary["text_dir"] = os.path.abspath(WRITE_TEXT.value)
     print(json.dumps(summary))
 

@@ -167,6 +167,7 @@ def test_describe_writes_the_splits_as_the_models_read_them_for_another_toolkit(
         ([f"--write_text={tmp_path / 'new'}", "--unk_token=a b"], "--unk_token='a b' must be one token"),
         ([f"--write_text={tmp_path / 'new'}", "--unk_token=b"], "--unk_token=b is a word of the vocabulary"),
         ([f"--write_text={paths['train']}"], "is a file, not a directory."),
+        ([f"--write_text={paths['train']}/under"], "/under cannot be written (Not a directory); give a writable"),
     ]:
         helpers.assert_one_sentence(helpers.run_binary("pipelines.describe", *corpus, *flags), message)
     assert not (tmp_path / "new").exists()
