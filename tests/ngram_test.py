@@ -109,6 +109,36 @@ def test_arpa_written_in_chunks_is_the_same_file(kn3, tmp_path):
     assert not os.path.exists(tmp_path / "none.arpa")
 
 
+def test_arpa_lines_are_the_models_ngrams_spelled_and_formatted_one_at_a_time(kn3):
+    """The vectorized writer against the plainest one: each n-gram in id order, its words spelled by following
+    its context links one at a time, then log10 p to 7 digits (-99 where p = 0: <s>) and, below the top order,
+    log10 of its back-off weight."""
+    import numpy as np
+
+    from nplm_tf.baselines import build
+    from pipelines import vocabulary
+
+    out, _, _ = kn3
+    model = build.load(out)
+    words = list(vocabulary.Vocabulary.load(os.path.join(out, "vocab.tsv")).words) + ["<s>"]
+    expected = []
+    for k in range(1, model.order + 1):
+        o = model.orders[k]
+        expected.append(f"\\{k}-grams:")
+        for i in range(o.keys.size):
+            spelled, context = [words[o.word[i]]], o.context[i]
+            for j in range(k - 1, 0, -1):
+                spelled.insert(0, words[model.orders[j].word[context]])
+                context = model.orders[j].context[context]
+            logp = np.log10(o.prob[i]) if o.prob[i] > 0 else -99.0
+            backoff = f"\t{np.log10(o.backoff[i]):.7g}" if k < model.order else ""
+            expected.append(f"{logp:.7g}\t{' '.join(spelled)}{backoff}")
+        expected.append("")
+    lines = open(os.path.join(out, "model.arpa"), encoding="utf-8").read().split("\n")
+    start = lines.index("\\1-grams:")
+    assert lines[start:] == expected + ["\\end\\", ""]
+
+
 def test_order_the_data_cannot_support_falls_back_and_says_so(corpus_flags, tmp_path):
     small = helpers.write_lines(str(tmp_path / "small.txt"), ["a b c d e f", "a b c d e g"])
     result = helpers.run_binary(
