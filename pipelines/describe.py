@@ -19,6 +19,7 @@ import os
 from absl import flags
 
 from pipelines import app, corpus_flags
+from pipelines.corpus import SPLITS
 from pipelines.errors import UserError
 
 MIN_COUNT = flags.DEFINE_integer("min_count", 4, "Words seen fewer times in train become <unk>.")
@@ -38,7 +39,6 @@ UNK_TOKEN = flags.DEFINE_string(
     "With --write_text: how a word outside the vocabulary is written (KenLM's lmplz refuses <unk> in its input: "
     "give it a word of its own, such as UNKWORD).",
 )
-SPLITS = ("train", "valid", "test")
 
 
 def check():

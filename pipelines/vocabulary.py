@@ -171,7 +171,7 @@ def write_splits(corpus: corpus_lib.Corpus, vocab: Vocabulary, directory: str, u
     words[vocab.unk_id] = unk_token
     made, written = files.make_directories(directory), []
     try:
-        for name in ("train", "valid", "test"):
+        for name in corpus_lib.SPLITS:
             path = os.path.join(directory, f"{name}.txt")
             with files.atomic_output(path) as tmp, open(tmp, "w", encoding="utf-8") as f:
                 for line in corpus[name].iter_lines():
