@@ -18,10 +18,11 @@ same way, one unit per line of the text.
 Each flag takes comma-separated files or globs: several runs of one model (training seeds, say), all scoring
 the same text. A model's perplexity is then its runs' geometric mean (`baseline_perplexity_runs` lists each
 run's), and each resampling also draws each model's runs with replacement, so that the interval covers the
-run-to-run spread of training as well as the choice of test units. One run a model cannot see that
-spread, and two or three see it only roughly (a bootstrap of R runs sees (R - 1)/R of their variance): in
-simulation at Brown's seed spread (`benchmarks.compare_coverage`), the 95% interval held the true ratio in
-80% of trials from one run a model, 88% from two, 91% from three and 93% from five.
+run-to-run spread of training as well as the choice of test units (a draw's distance from the runs' mean
+scaled by sqrt(R / (R - 1)), so that it varies by their unbiased variance). One run a model cannot see that
+spread, and two or three see it only roughly (their variance is estimated from R - 1 degrees of freedom):
+in simulation at Brown's seed spread (`benchmarks.compare_coverage`), the 95% interval held the true ratio
+in 80% of trials from one run a model, 90% from two, 93% from three and 94% from five.
 """
 
 import json

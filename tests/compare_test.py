@@ -65,12 +65,29 @@ def test_runs_of_each_model_are_resampled_too_so_their_spread_widens_the_interva
         [math.exp(-base.mean() - s) for s in (0.25, -0.15, 0.05)]
     )
     low, high = result["ratio_95"]
-    assert 0.6 < low < 0.9 and 1.05 < high < 1.4  # about exp(-0.05 ± 1.96 · 0.133)
+    assert 0.6 < low < 0.9 and 1.05 < high < 1.4  # about exp(-0.05 ± 1.96 · 0.163)
     assert 0.5 < result["candidate_better_share"] < 0.9
     assert result["units_candidate_better"] == 40  # each unit's mean over the runs: 0.05 nats a token better
     # Runs that agree leave the units' interval as it was.
     same = per_token.compare(words, np.stack([base] * 3), np.stack([base + 0.05] * 2), samples=200, seed=1)
     assert same["ratio_95"] == pytest.approx([math.exp(-0.05)] * 2)
+
+
+@pytest.mark.parametrize("runs", [2, 3, 5])
+def test_the_resampled_runs_vary_by_their_unbiased_variance(runs):
+    # Each run better or worse on every token alike, and the units alike: the resampled ln ratio is the
+    # difference of the two models' drawn run means, whose variance should be s^2 / R a model, s^2 the runs'
+    # unbiased variance. A plain draw of R runs gives (R - 1)/R of that (1/2 at R = 2).
+    rng = np.random.default_rng(runs)
+    words = (["w"] * 4 + ["</s>"]) * 30
+    base = -rng.uniform(1.0, 6.0, len(words))
+    base_shifts, cand_shifts = rng.normal(0.0, 0.1, runs), rng.normal(0.05, 0.2, runs)
+    base_units, lengths = per_token.unit_sums(words, np.stack([base + s for s in base_shifts]))
+    cand_units, _ = per_token.unit_sums(words, np.stack([base + s for s in cand_shifts]))
+    ratios = per_token.resampled_ratios(base_units, cand_units, lengths, samples=20000, seed=1)
+    expected = (np.var(base_shifts, ddof=1) + np.var(cand_shifts, ddof=1)) / runs
+    assert np.var(np.log(ratios)) == pytest.approx(expected, rel=0.04)
+    assert np.mean(np.log(ratios)) == pytest.approx(base_shifts.mean() - cand_shifts.mean(), abs=0.01)
 
 
 def test_the_binary_takes_several_runs_a_model_as_comma_separated_files_or_globs(tmp_path):

@@ -135,6 +135,34 @@ def unit_sums(words: list[str], ln_probs: np.ndarray) -> tuple[np.ndarray, np.nd
     return np.add.reduceat(ln_probs, starts, axis=-1), (ends - starts + 1).astype(np.float64)
 
 
+def resampled_ratios(
+    base_units: np.ndarray, cand_units: np.ndarray, lengths: np.ndarray, samples: int, seed: int
+) -> np.ndarray:
+    """`compare`'s `samples` resampled perplexity ratios, from each model's per-unit sums of ln P (runs, units)
+    and the units' token counts: units drawn with replacement, the same for both models, and each model's runs
+    drawn with replacement, independently."""
+    rng = np.random.default_rng(seed)
+    units = lengths.size
+
+    def runs_drawn(per_run):
+        """The mean of R runs drawn with replacement, its distance from the R runs' own mean scaled by
+        sqrt(R / (R - 1)): a draw's mean varies by the runs' variance over R with the divisor R, (R - 1)/R of
+        the unbiased one, and the scaling restores it (Davison and Hinkley 1997, section 3.3's adjusted
+        residuals). One run needs no draw: the resamplings of units are then as they always were."""
+        runs = per_run.size
+        if runs == 1:
+            return per_run[0]
+        center = per_run.mean()
+        return center + math.sqrt(runs / (runs - 1)) * (per_run[rng.integers(0, runs, runs)].mean() - center)
+
+    ratios = np.empty(samples)
+    for s in range(samples):  # unit counts per resampling: memory of one resampling, whatever the number
+        weights = np.bincount(rng.integers(0, units, units), minlength=units)
+        base, cand = runs_drawn(base_units @ weights), runs_drawn(cand_units @ weights)
+        ratios[s] = math.exp((base - cand) / (weights @ lengths))
+    return ratios
+
+
 def compare(words: list[str], baseline: np.ndarray, candidate: np.ndarray, samples: int, seed: int) -> dict:
     """Perplexities of two models on the same tokens, and the candidate's perplexity over the baseline's with
     the 2.5% and 97.5% quantiles of that ratio over `samples` resamplings of the units, with replacement.
@@ -144,7 +172,9 @@ def compare(words: list[str], baseline: np.ndarray, candidate: np.ndarray, sampl
     exponential of the mean over runs and tokens of -ln P. Each resampling then also draws each model's runs
     with replacement, independently of the other model's and of the units: the units are crossed with the
     runs, not nested in them (Owen 2007's "pigeonhole" bootstrap), so the interval covers both the choice
-    of test text and the run-to-run spread of training. One run a model resamples the units alone.
+    of test text and the run-to-run spread of training; a draw's distance from the runs' mean is scaled by
+    sqrt(R / (R - 1)), so that its variance is the runs' unbiased one. One run a model resamples the units
+    alone.
     """
     baseline, candidate = np.atleast_2d(baseline), np.atleast_2d(candidate)  # (runs, tokens)
     base_units, lengths = unit_sums(words, baseline)  # (runs, units)
@@ -152,21 +182,11 @@ def compare(words: list[str], baseline: np.ndarray, candidate: np.ndarray, sampl
     base_totals, cand_totals = baseline.sum(axis=1), candidate.sum(axis=1)  # each run's sum of ln P
     tokens = lengths.sum()
     ratio = math.exp((base_totals.mean() - cand_totals.mean()) / tokens)
-    rng = np.random.default_rng(seed)
-    units = lengths.size
-
-    def runs_drawn(per_run):  # one run needs no draw (the resamplings of units are then as they always were)
-        return per_run if per_run.size == 1 else per_run[rng.integers(0, per_run.size, per_run.size)]
-
-    ratios = np.empty(samples)
-    for s in range(samples):  # unit counts per resampling: memory of one resampling, whatever the number
-        weights = np.bincount(rng.integers(0, units, units), minlength=units)
-        base, cand = runs_drawn(base_units @ weights), runs_drawn(cand_units @ weights)
-        ratios[s] = math.exp((base.mean() - cand.mean()) / (weights @ lengths))
+    ratios = resampled_ratios(base_units, cand_units, lengths, samples, seed)
     low, high = np.quantile(ratios, [0.025, 0.975])
     return {
         "tokens": int(tokens),
-        "units": int(units),
+        "units": int(lengths.size),
         "baseline_runs": len(base_totals),
         "candidate_runs": len(cand_totals),
         "baseline_perplexity": math.exp(-base_totals.mean() / tokens),
