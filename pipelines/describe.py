@@ -97,6 +97,11 @@ def main(argv, checked):
     if WRITE_TEXT.value is not None:
         try:
             vocabulary.write_splits(corpus, vocab, WRITE_TEXT.value, UNK_TOKEN.value)
+        except ValueError:  # a word of the vocabulary, found before anything is written
+            raise UserError(
+                f"--unk_token={UNK_TOKEN.value} is a word of the vocabulary, so the written text could not tell "
+                "them apart; give another."
+            ) from None
         except OSError as e:
             if e.errno == errno.ENOSPC:  # a full disk: `app`'s sentence
                 raise

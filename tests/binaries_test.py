@@ -182,6 +182,10 @@ def test_describe_writes_the_splits_as_the_models_read_them_for_another_toolkit(
     with pytest.raises(corpus_lib.CorpusError):
         vocabulary.write_splits(broken, vocab, str(tmp_path / "deep" / "partial"), "UNKWORD")
     assert not (tmp_path / "deep").exists()
+    # From Python, an unknown-word token that is a word of the vocabulary is a ValueError, before anything is made.
+    with pytest.raises(ValueError, match="is a word of the vocabulary"):
+        vocabulary.write_splits(broken, vocab, str(tmp_path / "deep" / "word"), vocab.words[2])
+    assert not (tmp_path / "deep").exists()
 
 
 def test_a_second_training_process_in_the_same_directory_is_refused_until_the_first_ends(data, tmp_path):
