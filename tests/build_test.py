@@ -10,13 +10,11 @@ exactly the packages of the third-party modules they import.
 import ast
 import glob
 import os
-import sys
 
 import pytest
 
 from tests import helpers
 
-PACKAGES = ("pipelines", "nplm_tf", "tuning", "benchmarks", "tests")
 # Top-level import name -> the requirement it comes from (setup.py's names).
 REQUIREMENTS = {
     "absl": "absl-py",
@@ -65,43 +63,6 @@ def tree_files(pattern):
     return {os.path.relpath(p, helpers.ROOT) for p in glob.glob(os.path.join(helpers.ROOT, pattern), recursive=True)}
 
 
-def _module_file(name: str) -> str | None:
-    """The project file of a dotted module name (a package's __init__.py), or None."""
-    base = os.path.join(*name.split("."))
-    for candidate in (base + ".py", os.path.join(base, "__init__.py")):
-        if os.path.isfile(os.path.join(helpers.ROOT, candidate)):
-            return candidate
-    return None
-
-
-def imports_of(path: str) -> tuple[set[str], set[str]]:
-    """(project files, third-party top-level names) that the module at `path` imports, anywhere in it."""
-    with open(os.path.join(helpers.ROOT, path), encoding="utf-8") as f:
-        tree = ast.parse(f.read(), path)
-    project, external = set(), set()
-
-    def add(name):
-        top = name.split(".")[0]
-        if top in PACKAGES:
-            found = _module_file(name)
-            if found is None:
-                raise AssertionError(f"{path} imports {name}, which is not in the tree")
-            project.add(found)
-        elif top not in sys.stdlib_module_names and top != "__future__":
-            external.add(top)
-
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Import):
-            for alias in node.names:
-                add(alias.name)
-        elif isinstance(node, ast.ImportFrom) and node.module:
-            for alias in node.names:  # `from pkg import module` names a module; `from module import name` does not
-                full = f"{node.module}.{alias.name}"
-                add(full if node.module.split(".")[0] in PACKAGES and _module_file(full) else node.module)
-    project.discard(path)
-    return {p for p in project if not p.endswith("__init__.py")}, external
-
-
 def dependency_errors(targets) -> list[str]:
     """Each target whose deps differ from its sources' imports, with what is missing and what is extra."""
     owner = {src: t["name"] for t in targets if t["kind"] != "py_test" for src in t.get("srcs", [])}
@@ -109,7 +70,7 @@ def dependency_errors(targets) -> list[str]:
     for target in targets:
         project, external = set(), set()
         for src in target.get("srcs", []):
-            files, names = imports_of(src)
+            files, names = helpers.imports_of(src)
             project |= files
             external |= names
         unknown = sorted(n for n in external if n not in REQUIREMENTS)
@@ -130,7 +91,7 @@ def dependency_errors(targets) -> list[str]:
 
 
 def test_every_module_has_a_library_or_binary():
-    modules = set().union(*(tree_files(f"{pkg}/**/*.py") for pkg in PACKAGES if pkg != "tests"))
+    modules = set().union(*(tree_files(f"{pkg}/**/*.py") for pkg in helpers.PACKAGES if pkg != "tests"))
     assert modules, "no modules found"
     assert modules - listed_sources({"py_library", "py_binary"}) == set()
 
@@ -173,18 +134,6 @@ def test_binaries_point_at_their_main(kind):
             assert target["main"] in target["srcs"]
 
 
-def console_scripts(text=None) -> dict[str, str]:
-    """setup.py's console scripts, name -> "module:function", read from its source (nothing installed)."""
-    if text is None:
-        with open(os.path.join(helpers.ROOT, "setup.py"), encoding="utf-8") as f:
-            text = f.read()
-    for node in ast.walk(ast.parse(text, "setup.py")):
-        if isinstance(node, ast.keyword) and node.arg == "entry_points":
-            entries = ast.literal_eval(node.value)["console_scripts"]
-            return dict(entry.replace(" ", "").split("=", 1) for entry in entries)
-    raise AssertionError("setup.py has no entry_points")
-
-
 def script_errors(scripts: dict[str, str]) -> list[str]:
     """Each installed binary (a py_binary outside benchmarks/, which setup.py does not install) without its
     `nplm-NAME = module:run` script, and each script naming a module or function that does not exist."""
@@ -199,7 +148,7 @@ def script_errors(scripts: dict[str, str]) -> list[str]:
             errors.append(f"{main}: no console script {name}={module}:run (setup.py has {scripts.get(name)!r})")
     for name, target in scripts.items():
         module, _, function = target.partition(":")
-        path = _module_file(module)
+        path = helpers.module_file(module)
         if path is None or function not in _functions(path):
             errors.append(f"{name}: {target} does not exist")
     return errors
@@ -212,7 +161,7 @@ def _functions(path: str) -> set[str]:
 
 
 def test_every_binary_is_installed_as_a_command():
-    scripts = console_scripts()
+    scripts = helpers.console_scripts()
     assert "nplm-train" in scripts
     assert script_errors(scripts) == []
     # Caught: a binary left out, and a script naming a function that is not there.

@@ -1,7 +1,9 @@
-"""One shared helper for the tests: tiny corpora, tiny configs, binary runs."""
+"""One shared helper for the tests: tiny corpora, tiny configs, binary runs, the project's source read without
+importing it."""
 
 from __future__ import annotations
 
+import ast
 import contextlib
 import os
 import signal
@@ -14,6 +16,7 @@ from pipelines import interrupts
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SHARED_NLTK = os.path.join(os.path.dirname(ROOT), "shared", "nltk_data")
+PACKAGES = ("pipelines", "nplm_tf", "tuning", "benchmarks", "tests")  # the project's top-level packages
 
 
 # tiny_config's settings as flags of the binaries.
@@ -277,3 +280,52 @@ class DropsAnInterrupt:
 
     def __del__(self):
         signal.raise_signal(signal.SIGINT)
+
+
+def module_file(name: str) -> str | None:
+    """The project file of a dotted module name (a package's __init__.py), or None."""
+    base = os.path.join(*name.split("."))
+    for candidate in (base + ".py", os.path.join(base, "__init__.py")):
+        if os.path.isfile(os.path.join(ROOT, candidate)):
+            return candidate
+    return None
+
+
+def imports_of(path: str) -> tuple[set[str], set[str]]:
+    """(project files, third-party top-level names) that the module at `path` imports, anywhere in it."""
+    with open(os.path.join(ROOT, path), encoding="utf-8") as f:
+        tree = ast.parse(f.read(), path)
+    project, external = set(), set()
+
+    def add(name):
+        top = name.split(".")[0]
+        if top in PACKAGES:
+            found = module_file(name)
+            if found is None:
+                raise AssertionError(f"{path} imports {name}, which is not in the tree")
+            project.add(found)
+        elif top not in sys.stdlib_module_names and top != "__future__":
+            external.add(top)
+
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                add(alias.name)
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            for alias in node.names:  # `from pkg import module` names a module; `from module import name` does not
+                full = f"{node.module}.{alias.name}"
+                add(full if node.module.split(".")[0] in PACKAGES and module_file(full) else node.module)
+    project.discard(path)
+    return {p for p in project if not p.endswith("__init__.py")}, external
+
+
+def console_scripts(text=None) -> dict[str, str]:
+    """setup.py's console scripts, name -> "module:function", read from its source (nothing installed)."""
+    if text is None:
+        with open(os.path.join(ROOT, "setup.py"), encoding="utf-8") as f:
+            text = f.read()
+    for node in ast.walk(ast.parse(text, "setup.py")):
+        if isinstance(node, ast.keyword) and node.arg == "entry_points":
+            entries = ast.literal_eval(node.value)["console_scripts"]
+            return dict(entry.replace(" ", "").split("=", 1) for entry in entries)
+    raise AssertionError("setup.py has no entry_points")

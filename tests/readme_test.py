@@ -41,60 +41,51 @@ def test_the_readmes_later_test_line_is_the_same_pytest_call():
     assert pytest_call in [line.strip() for line in section.splitlines()]
 
 
-PACKAGES = ("nplm_tf", "pipelines", "tuning", "benchmarks")
+BINARY_PACKAGES = tuple(p for p in helpers.PACKAGES if p != "tests")
 ABSL_FLAGS = {"help", "helpfull", "helpshort", "helpxml", "flagfile", "undefok", "only_check_args"}
 
 
-def module_path(module: str) -> str | None:
-    base = os.path.join(helpers.ROOT, *module.split("."))
-    for path in (base + ".py", os.path.join(base, "__init__.py")):
-        if os.path.isfile(path):
-            return path
-    return None
-
-
 @functools.cache
-def file_flags_and_imports(path: str) -> tuple[frozenset[str], tuple[str, ...]]:
-    """The flag names a file defines (the string given first to each `DEFINE_*` or `define_path` call) and the
-    project modules it imports (for `from M import N`, both M and M.N, since N may be a module)."""
-    names, imports = set(), []
-    for node in ast.walk(ast.parse(open(path, encoding="utf-8").read())):
-        if isinstance(node, ast.Import):
-            imports += [a.name for a in node.names if a.name.startswith(PACKAGES)]
-        elif isinstance(node, ast.ImportFrom) and node.module and node.module.startswith(PACKAGES):
-            imports += [node.module] + [f"{node.module}.{a.name}" for a in node.names]
-        elif isinstance(node, ast.Call) and node.args and isinstance(node.args[0], ast.Constant):
+def file_flags(path: str) -> frozenset[str]:
+    """The flag names the project file `path` defines: the string given first to each `DEFINE_*` or
+    `define_path` call."""
+    names = set()
+    for node in ast.walk(ast.parse(open(os.path.join(helpers.ROOT, path), encoding="utf-8").read())):
+        if isinstance(node, ast.Call) and node.args and isinstance(node.args[0], ast.Constant):
             func = node.func.attr if isinstance(node.func, ast.Attribute) else getattr(node.func, "id", "")
             if func.startswith("DEFINE_") or func == "define_path":
                 names.add(node.args[0].value)
-    return frozenset(names), tuple(imports)
+    return frozenset(names)
+
+
+@functools.cache
+def project_imports(path: str) -> tuple[str, ...]:
+    return tuple(helpers.imports_of(path)[0])
 
 
 def defined_flags(module: str) -> set[str]:
     """The flag names a binary can take, read from the source without importing it: those its file and every
-    project module it imports, transitively, define (a flag defined inside a helper counts for every importer:
-    lenient, never a false alarm)."""
-    names, seen, todo = set(ABSL_FLAGS), set(), [module]
+    project module it imports, transitively (`helpers.imports_of`), define (a flag defined inside a helper
+    counts for every importer: lenient, never a false alarm)."""
+    names, seen, todo = set(ABSL_FLAGS), set(), [helpers.module_file(module)]
     while todo:
-        name = todo.pop()
-        path = module_path(name)
-        if name in seen or path is None:
+        path = todo.pop()
+        if path is None or path in seen:
             continue
-        seen.add(name)
-        defined, imports = file_flags_and_imports(path)
-        names |= defined
-        todo += imports
+        seen.add(path)
+        names |= file_flags(path)
+        todo += project_imports(path)
     return names
 
 
 def documented_uses(text: str) -> list[tuple[str, str]]:
     """(module, flag) for each `--flag` written after `python -m <project module>` or an `nplm-*` command in
     `text`, up to the end of that command (a pipe, `;`, `&`, a backtick or the line's end; `\\` continues)."""
-    scripts = dict(re.findall(r'"(nplm-[\w-]+)=([\w.]+):run"', open(os.path.join(helpers.ROOT, "setup.py")).read()))
+    scripts = {name: target.partition(":")[0] for name, target in helpers.console_scripts().items()}
     text = re.sub(r"\\\n\s*", " ", text)
     uses = []
     for m in re.finditer(
-        r"(?:python3? -m |(?<![\w-]))((?:%s)\.[\w.]+|nplm-[\w-]+)([^|;&`\n]*)" % "|".join(PACKAGES), text
+        r"(?:python3? -m |(?<![\w-]))((?:%s)\.[\w.]+|nplm-[\w-]+)([^|;&`\n]*)" % "|".join(BINARY_PACKAGES), text
     ):
         module = scripts.get(m.group(1), m.group(1))
         uses += [(module, flag) for flag in re.findall(r"--(\w+)", m.group(2))]
@@ -106,10 +97,12 @@ def test_every_flag_the_docs_give_a_binary_is_one_it_defines():
     unknown, checked, cache = [], 0, {}
     for page in pages:
         for module, flag in documented_uses(open(os.path.join(helpers.ROOT, page), encoding="utf-8").read()):
-            if module_path(module) is None:
+            if helpers.module_file(module) is None:
                 unknown.append(f"{page}: no module {module}")
                 continue
-            defined = cache.setdefault(module, defined_flags(module))
+            if module not in cache:
+                cache[module] = defined_flags(module)
+            defined = cache[module]
             checked += 1
             if flag not in defined and not (flag.startswith("no") and flag[2:] in defined):
                 unknown.append(f"{page}: {module} --{flag}")
