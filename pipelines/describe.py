@@ -95,13 +95,15 @@ def main(argv, checked):
                 tail = sum(c for i, c in zip(ids, counts.values()) if i >= n)
                 summary["tail_share"][str(n)][name] = tail / predicted if tokens else 0.0
     if WRITE_TEXT.value is not None:
-        try:
-            vocabulary.write_splits(corpus, vocab, WRITE_TEXT.value, UNK_TOKEN.value)
-        except ValueError:  # a word of the vocabulary, found before anything is written
+        try:  # only the check: a corpus error while writing is a ValueError too (UserError), with its own sentence
+            vocabulary.check_unk_token(vocab, UNK_TOKEN.value)
+        except ValueError:
             raise UserError(
                 f"--unk_token={UNK_TOKEN.value} is a word of the vocabulary, so the written text could not tell "
                 "them apart; give another."
             ) from None
+        try:
+            vocabulary.write_splits(corpus, vocab, WRITE_TEXT.value, UNK_TOKEN.value)
         except OSError as e:
             if e.errno == errno.ENOSPC:  # a full disk: `app`'s sentence
                 raise

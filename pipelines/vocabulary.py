@@ -158,13 +158,18 @@ def build(split: corpus_lib.Split, min_count: int, max_size: int = 0) -> Vocabul
     )
 
 
+def check_unk_token(vocab: Vocabulary, unk_token: str) -> None:
+    """A ValueError if `unk_token`, written for the words outside `vocab`, is another word of it: a text written
+    so could not tell the two apart."""
+    if unk_token != vocab.words[vocab.unk_id] and unk_token in vocab.words:
+        raise ValueError(f"{unk_token!r} is a word of the vocabulary, so it cannot stand for the words outside it.")
+
+
 def write_splits(corpus: corpus_lib.Corpus, vocab: Vocabulary, directory: str, unk_token: str) -> None:
     """Writes DIR/train.txt, valid.txt and test.txt: each split as `ids` maps it, one unit a line (units without a
     token left out, as training leaves them), a token outside the vocabulary written as `unk_token`, for another
-    toolkit (`pipelines.describe --write_text`); all three files or none. A `unk_token` that is another word of
-    the vocabulary is a ValueError: the text could not tell the two apart."""
-    if unk_token != vocab.words[vocab.unk_id] and unk_token in vocab.words:
-        raise ValueError(f"{unk_token!r} is a word of the vocabulary, so it cannot stand for the words outside it.")
+    toolkit (`pipelines.describe --write_text`); all three files or none. `check_unk_token` first."""
+    check_unk_token(vocab, unk_token)
     words = list(vocab.words)
     words[vocab.unk_id] = unk_token
     made, written = files.make_directories(directory), []
