@@ -23,9 +23,20 @@ scaled by sqrt(R / (R - 1)), so that it varies by their unbiased variance). One 
 spread, and two or three see it only roughly (their variance is estimated from R - 1 degrees of freedom):
 in simulation at Brown's seed spread (`benchmarks.compare_coverage`), the 95% interval held the true ratio
 in 80% of trials from one run a model, 90% from two, 93% from three and 94% from five.
+
+`--bands=EDGES` adds `bands`: the same comparison within bands of word frequency, cut at the vocabulary ids
+EDGES (the vocabulary is sorted by train count, so `--bands=4000` splits a 4,000-word short list's words from
+the tail). Each band gives its tokens and their share, both perplexities on them, their ratio and its interval
+(the same resamplings), and `ln_ratio_part`, the band's part of ln(ratio): the parts add up to it, and say
+where the difference comes from. Per-token files need `--vocab` (the model's directory); `query`'s output
+carries the ids:
+
+    python -m nplm_tf.compare --baseline=runs/mlp9_test.tsv --candidate=runs/sl_test.tsv \
+        --bands=4000 --vocab=runs/mlp9
 """
 
 import json
+import os
 
 from absl import flags
 
@@ -45,6 +56,18 @@ CANDIDATE = flags.DEFINE_string(
     "Per-token scores of the candidate, on the same text (one run or several, as --baseline).",
     required=True,
 )
+BANDS = flags.DEFINE_list(
+    "bands",
+    [],
+    "Also compare within bands of word frequency: the vocabulary ids (most frequent words first) at which one band "
+    "ends and the next begins, increasing; 4000 gives a 4,000-word short list's words and the rest.",
+)
+VOCAB = flags.DEFINE_string(
+    "vocab",
+    None,
+    "With --bands and per-token files: the vocabulary the text was scored with, a vocab.tsv or the model (or "
+    "n-gram) directory holding it (`query`'s output carries each word's id).",
+)
 SAMPLES = flags.DEFINE_integer("samples", 1000, "Bootstrap resamplings of the units.")
 SEED = flags.DEFINE_integer("seed", 0, "Seed of the resampling.")
 
@@ -58,16 +81,59 @@ def check():
         raise UserError(f"samples={SAMPLES.value} must be at least 1.")
     if SEED.value < 0:
         raise UserError(f"seed={SEED.value} must be >= 0.")
+    edges = band_edges()
+    vocab = read_vocab() if VOCAB.value is not None else None
+    if vocab is not None and edges[-1] >= vocab.size:
+        raise UserError(f"bands={','.join(BANDS.value)} must end below |V| = {vocab.size:,} of {VOCAB.value}.")
     first, baseline = per_token.read_runs(corpus.expand_files(BASELINE.value, "baseline"), "baseline")
     _, candidate = per_token.read_runs(corpus.expand_files(CANDIDATE.value, "candidate"), "candidate", first)
-    return first[1], baseline, candidate
+    path, words, kind = first
+    ids = None
+    if edges:
+        if kind == "per-token" and vocab is None:
+            raise UserError(
+                f"--bands with per-token files ({path}) needs --vocab, the vocabulary the text was scored with "
+                "(the model's directory, say)."
+            )
+        if kind == "query" and vocab is not None:
+            raise UserError("--vocab is for per-token files; `query`'s output carries each word's id.")
+        index = {w: i for i, w in enumerate(vocab.words)} if vocab is not None else None
+        ids = per_token.token_ids(words, kind, index, VOCAB.value)
+    return words, baseline, candidate, edges, ids
+
+
+def band_edges() -> list[int]:
+    """--bands as increasing positive ids, or one sentence; --vocab only beside it."""
+    if not BANDS.value:
+        if VOCAB.value is not None:
+            raise UserError("--vocab is read only with --bands; give --bands=4000, say, or leave --vocab out.")
+        return []
+    try:
+        edges = [int(edge) for edge in BANDS.value]
+    except ValueError:
+        raise UserError(f"bands={','.join(BANDS.value)} must be whole numbers (vocabulary ids).") from None
+    if edges[0] < 1 or any(b <= a for a, b in zip(edges, edges[1:])):
+        raise UserError(f"bands={','.join(BANDS.value)} must be positive and increasing.")
+    return edges
+
+
+def read_vocab():
+    from pipelines import vocabulary
+
+    path = VOCAB.value
+    if os.path.isdir(path):
+        path = os.path.join(path, "vocab.tsv")
+    return vocabulary.Vocabulary.load(path)
 
 
 def main(argv, checked):
     from nplm_tf.tools import per_token
 
-    words, baseline, candidate = checked
-    print(json.dumps(per_token.compare(words, baseline, candidate, SAMPLES.value, SEED.value)))
+    words, baseline, candidate, edges, ids = checked
+    result = per_token.compare(words, baseline, candidate, SAMPLES.value, SEED.value)
+    if edges:
+        result["bands"] = per_token.by_band(words, ids, baseline, candidate, edges, SAMPLES.value, SEED.value)
+    print(json.dumps(result))
 
 
 def run():

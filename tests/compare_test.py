@@ -211,3 +211,93 @@ def test_the_binary_runs_without_tensorflow(tmp_path):
     result = subprocess.run([sys.executable, "-c", code], cwd=helpers.ROOT, capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stderr[-2000:]
     assert json.loads(result.stdout)["ratio"] == pytest.approx(math.exp(-0.2))
+
+
+def test_bands_split_the_ratio_by_word_frequency_and_their_parts_add_up_to_it():
+    # Ids of WORDS = a b </s> c </s> a a a </s>: </s> 0, a 2, b 3, c 4. The candidate is better by 0.3 nats on
+    # a and </s> (ids below 3) and worse by 0.5 on b and c.
+    ids = np.array([2, 3, 0, 4, 0, 2, 2, 2, 0])
+    baseline = -np.linspace(1.0, 5.0, len(WORDS))
+    candidate = baseline + np.where(ids < 3, 0.3, -0.5)
+    overall = per_token.compare(WORDS, baseline, candidate, samples=200, seed=3)
+    head, tail, empty = per_token.by_band(WORDS, ids, baseline, candidate, [3, 10], samples=200, seed=3)
+    assert (head["ids"], tail["ids"], empty["ids"]) == ([0, 3], [3, 10], [10, None])
+    assert (head["tokens"], tail["tokens"], empty) == (7, 2, {"ids": [10, None], "tokens": 0, "share": 0.0})
+    assert head["share"] == pytest.approx(7 / 9)
+    assert head["ratio"] == pytest.approx(math.exp(-0.3)) and tail["ratio"] == pytest.approx(math.exp(0.5))
+    assert head["ratio_95"] == pytest.approx([math.exp(-0.3)] * 2)  # the same shift in every unit drawn
+    assert head["baseline_perplexity"] == pytest.approx(math.exp(-baseline[ids < 3].mean()))
+    assert tail["candidate_perplexity"] == pytest.approx(math.exp(-candidate[ids >= 3].mean()))
+    assert head["ln_ratio_part"] == pytest.approx(-0.3 * 7 / 9) and tail["ln_ratio_part"] == pytest.approx(0.5 * 2 / 9)
+    assert head["ln_ratio_part"] + tail["ln_ratio_part"] == pytest.approx(math.log(overall["ratio"]))
+
+
+def test_a_bands_interval_resamples_the_units_and_the_runs_as_compare_does():
+    rng = np.random.default_rng(0)
+    words = (["w", "v"] * 5 + ["</s>"]) * 40
+    ids = np.tile(np.array([2, 5] * 5 + [0]), 40)
+    baseline = -rng.uniform(1.0, 6.0, (3, len(words)))
+    candidate = baseline + rng.normal(0.0, 0.3, (3, 1)) + np.repeat(rng.normal(0.0, 0.5, 40), 11)
+    # With one band (every id below 100), the band is the whole text: compare's own figures, the same draws.
+    overall = per_token.compare(words, baseline, candidate, samples=300, seed=5)
+    (band, _) = per_token.by_band(words, ids, baseline, candidate, [100], samples=300, seed=5)
+    assert band["ratio"] == pytest.approx(overall["ratio"]) and band["ratio_95"] == pytest.approx(overall["ratio_95"])
+    assert band["ratio_95"][0] < band["ratio"] < band["ratio_95"][1]
+
+
+def test_token_ids_come_from_the_vocabulary_or_from_querys_tokens():
+    index = {"</s>": 0, "<unk>": 1, "a": 2, "b": 3, "c": 4}
+    assert per_token.token_ids(WORDS, "per-token", index, "v.tsv").tolist() == [2, 3, 0, 4, 0, 2, 2, 2, 0]
+    with pytest.raises(UserError, match=r"token 4 of the scores, 'c', is not a word of v.tsv"):
+        per_token.token_ids(WORDS, "per-token", {k: v for k, v in index.items() if k != "c"}, "v.tsv")
+    query = ["The=13", "jury=1459", "</s>", "a=b=1", "</s>=1", "</s>"]
+    assert per_token.token_ids(query, "query", None, None).tolist() == [13, 1459, 0, 1, 1, 0]
+
+
+def test_the_binary_compares_by_band_with_the_models_vocabulary(tmp_path):
+    import json
+
+    from pipelines import vocabulary
+    from tests import helpers
+
+    words = ("</s>", "<unk>", "a", "b", "c")
+    model_dir = tmp_path / "model"
+    model_dir.mkdir()
+    vocabulary.Vocabulary(words, (3, 0, 4, 1, 1)).save(str(model_dir / "vocab.tsv"))
+    paths = [str(tmp_path / name) for name in ("a.tsv", "b.tsv")]
+    baseline = -np.arange(1.0, 10.0)
+    ids = np.array([2, 3, 0, 4, 0, 2, 2, 2, 0])
+    for path, values in zip(paths, (baseline, baseline + np.where(ids < 3, 0.3, -0.5))):
+        per_token.write(path, WORDS, values)
+    env = helpers.without_tensorflow(tmp_path)
+
+    def compare(*args):
+        flags = [f"--baseline={paths[0]}", f"--candidate={paths[1]}", "--samples=50", *args]
+        return helpers.run_binary("nplm_tf.compare", *flags, env=env, timeout=120)
+
+    ran = compare("--bands=3", f"--vocab={model_dir}")
+    assert ran.returncode == 0, ran.stderr[-2000:]
+    head, tail = json.loads(ran.stdout)["bands"]
+    assert (head["tokens"], tail["tokens"]) == (7, 2) and tail["ratio"] == pytest.approx(math.exp(0.5))
+    (tmp_path / "q.txt").write_text(QUERY, encoding="utf-8")
+    query = (f"--baseline={tmp_path}/q.txt", f"--candidate={tmp_path}/q.txt")
+    ran = compare(*query, "--bands=2")  # query's output carries the ids: no --vocab
+    assert ran.returncode == 0, ran.stderr[-2000:]
+    assert [band["tokens"] for band in json.loads(ran.stdout)["bands"]] == [5, 2]
+    (tmp_path / "c.tsv").write_text((tmp_path / "a.tsv").read_text().replace("c\t", "d\t"))
+    for args, message in [
+        ((*query, "--bands=2", f"--vocab={model_dir}"), "--vocab is for per-token files"),
+        (("--bands=3",), "--bands with per-token files"),
+        ((f"--vocab={model_dir}",), "--vocab is read only with --bands"),
+        (("--bands=3,3", f"--vocab={model_dir}"), "bands=3,3 must be positive and increasing."),
+        (("--bands=x", f"--vocab={model_dir}"), "bands=x must be whole numbers"),
+        (("--bands=5", f"--vocab={model_dir}"), "bands=5 must end below |V| = 5 of"),
+        (("--bands=3", f"--vocab={tmp_path}"), "vocab.tsv does not exist"),
+        (
+            (f"--baseline={tmp_path}/c.tsv", f"--candidate={tmp_path}/c.tsv", "--bands=3", f"--vocab={model_dir}"),
+            "token 4 of the scores, 'd', is not a word of",
+        ),
+    ]:
+        ran = compare(*args)
+        assert ran.returncode != 0 and ran.stdout == ""
+        assert ran.stderr.strip().splitlines()[-1].startswith("error:") and message in ran.stderr, ran.stderr

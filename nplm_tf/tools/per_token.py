@@ -127,12 +127,75 @@ def read_runs(paths, flag: str, first: tuple[str, list[str], str] | None = None)
     return first, np.stack(runs)
 
 
+def _unit_starts(words: list[str]) -> tuple[np.ndarray, np.ndarray]:
+    ends = np.flatnonzero(np.asarray(words, dtype=object) == EOS)
+    return np.concatenate([[0], ends[:-1] + 1]), ends
+
+
 def unit_sums(words: list[str], ln_probs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Per unit (ending at each </s>): the sum of ln P (along the last axis: (units,) or (runs, units)) and the
     number of tokens."""
-    ends = np.flatnonzero(np.asarray(words, dtype=object) == EOS)
-    starts = np.concatenate([[0], ends[:-1] + 1])
+    starts, ends = _unit_starts(words)
     return np.add.reduceat(ln_probs, starts, axis=-1), (ends - starts + 1).astype(np.float64)
+
+
+def token_ids(words: list[str], kind: str, index: dict[str, int] | None, vocab_path: str | None) -> np.ndarray:
+    """Each token's vocabulary id (most frequent words first, `</s>` 0 and `<unk>` 1): from `index` (word -> id,
+    the vocabulary at `vocab_path`) for a per-token file, from the token itself (`word=id`) for `query`'s
+    output; or one sentence naming a token the vocabulary lacks."""
+    if kind == "query":
+        return np.asarray([0 if w == EOS else int(w.rsplit("=", 1)[1]) for w in words], np.int64)
+    ids = np.fromiter((index.get(word, -1) for word in words), np.int64, len(words))
+    if (missing := np.flatnonzero(ids < 0)).size:
+        raise UserError(
+            f"token {missing[0] + 1:,} of the scores, {words[missing[0]]!r}, is not a word of {vocab_path}; give "
+            "the vocabulary the models scored the text with."
+        )
+    return ids
+
+
+def by_band(
+    words: list[str],
+    ids: np.ndarray,
+    baseline: np.ndarray,
+    candidate: np.ndarray,
+    edges: list[int],
+    samples: int,
+    seed: int,
+) -> list[dict]:
+    """`compare` within bands of word frequency: band k holds the tokens whose vocabulary id is at least
+    edges[k - 1] (0 for the first) and below edges[k] (no bound for the last). Per band: its tokens and their
+    share, both models' perplexities on them, their ratio with its 95% interval (the resamplings of `compare`
+    with the same seed: the same units and runs drawn), and `ln_ratio_part`, the band's part of ln(ratio)
+    over all tokens: the parts add up to it, so they say where the difference comes from."""
+    baseline, candidate = np.atleast_2d(baseline), np.atleast_2d(candidate)  # (runs, tokens)
+    starts, _ = _unit_starts(words)
+    band = np.searchsorted(np.asarray(edges), ids, side="right")
+    rows = []
+    for k in range(len(edges) + 1):
+        mask = band == k
+        tokens = int(mask.sum())
+        row = {"ids": [edges[k - 1] if k else 0, edges[k] if k < len(edges) else None], "tokens": tokens}
+        row["share"] = tokens / len(words)
+        if tokens == 0:
+            rows.append(row)
+            continue
+        base_total, cand_total = baseline[:, mask].sum(axis=1).mean(), candidate[:, mask].sum(axis=1).mean()
+        base_units = np.add.reduceat(np.where(mask, baseline, 0.0), starts, axis=-1)
+        cand_units = np.add.reduceat(np.where(mask, candidate, 0.0), starts, axis=-1)
+        lengths = np.add.reduceat(mask.astype(np.float64), starts)
+        with np.errstate(invalid="ignore"):  # a resampling without a token of the band has no ratio
+            ratios = resampled_ratios(base_units, cand_units, lengths, samples, seed)
+        drawn = ratios[np.isfinite(ratios)]
+        row.update(
+            baseline_perplexity=math.exp(-base_total / tokens),
+            candidate_perplexity=math.exp(-cand_total / tokens),
+            ratio=math.exp((base_total - cand_total) / tokens),
+            ratio_95=[float(q) for q in np.quantile(drawn, [0.025, 0.975])] if drawn.size else None,
+            ln_ratio_part=float((base_total - cand_total) / len(words)),
+        )
+        rows.append(row)
+    return rows
 
 
 def resampled_ratios(
