@@ -26,7 +26,8 @@ in 80% of trials from one run a model, 90% from two, 93% from three and 94% from
 
 `--bands=EDGES` adds `bands`: the same comparison within bands of word frequency, cut at the vocabulary ids
 EDGES (the vocabulary is sorted by train count, so `--bands=4000` splits a 4,000-word short list's words from
-the tail). Each band gives its tokens and their share, both perplexities on them, their ratio and its interval
+the tail). Each band gives its `ids` (the first, and the end, which is not in it; null: the vocabulary's
+end), its tokens and their share, both perplexities on them, their ratio and its interval
 (the same resamplings), and `ln_ratio_part`, the band's part of ln(ratio): the parts add up to it, and say
 where the difference comes from. Per-token files need `--vocab` (the model's directory); `query`'s output
 carries the ids:
