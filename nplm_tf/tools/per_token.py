@@ -127,15 +127,11 @@ def read_runs(paths, flag: str, first: tuple[str, list[str], str] | None = None)
     return first, np.stack(runs)
 
 
-def _unit_starts(words: list[str]) -> tuple[np.ndarray, np.ndarray]:
-    ends = np.flatnonzero(np.asarray(words, dtype=object) == EOS)
-    return np.concatenate([[0], ends[:-1] + 1]), ends
-
-
 def unit_sums(words: list[str], ln_probs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Per unit (ending at each </s>): the sum of ln P (along the last axis: (units,) or (runs, units)) and the
     number of tokens."""
-    starts, ends = _unit_starts(words)
+    ends = np.flatnonzero(np.asarray(words, dtype=object) == EOS)
+    starts = np.concatenate([[0], ends[:-1] + 1])
     return np.add.reduceat(ln_probs, starts, axis=-1), (ends - starts + 1).astype(np.float64)
 
 
@@ -168,8 +164,6 @@ def by_band(
     share, both models' perplexities on them, their ratio with its 95% interval (the resamplings of `compare`
     with the same seed: the same units and runs drawn), and `ln_ratio_part`, the band's part of ln(ratio)
     over all tokens: the parts add up to it, so they say where the difference comes from."""
-    baseline, candidate = np.atleast_2d(baseline), np.atleast_2d(candidate)  # (runs, tokens)
-    starts, _ = _unit_starts(words)
     band = np.searchsorted(np.asarray(edges), ids, side="right")
     rows = []
     for k in range(len(edges) + 1):
@@ -177,23 +171,12 @@ def by_band(
         tokens = int(mask.sum())
         row = {"ids": [edges[k - 1] if k else 0, edges[k] if k < len(edges) else None], "tokens": tokens}
         row["share"] = tokens / len(words)
-        if tokens == 0:
-            rows.append(row)
-            continue
-        base_total, cand_total = baseline[:, mask].sum(axis=1).mean(), candidate[:, mask].sum(axis=1).mean()
-        base_units = np.add.reduceat(np.where(mask, baseline, 0.0), starts, axis=-1)
-        cand_units = np.add.reduceat(np.where(mask, candidate, 0.0), starts, axis=-1)
-        lengths = np.add.reduceat(mask.astype(np.float64), starts)
-        with np.errstate(invalid="ignore"):  # a resampling without a token of the band has no ratio
-            ratios = resampled_ratios(base_units, cand_units, lengths, samples, seed)
-        drawn = ratios[np.isfinite(ratios)]
-        row.update(
-            baseline_perplexity=math.exp(-base_total / tokens),
-            candidate_perplexity=math.exp(-cand_total / tokens),
-            ratio=math.exp((base_total - cand_total) / tokens),
-            ratio_95=[float(q) for q in np.quantile(drawn, [0.025, 0.975])] if drawn.size else None,
-            ln_ratio_part=float((base_total - cand_total) / len(words)),
-        )
+        if tokens:
+            within = compare(words, baseline, candidate, samples, seed, mask)
+            row.update(
+                {key: within[key] for key in ("baseline_perplexity", "candidate_perplexity", "ratio", "ratio_95")}
+            )
+            row["ln_ratio_part"] = math.log(within["ratio"]) * tokens / len(words)
         rows.append(row)
     return rows
 
@@ -226,7 +209,14 @@ def resampled_ratios(
     return ratios
 
 
-def compare(words: list[str], baseline: np.ndarray, candidate: np.ndarray, samples: int, seed: int) -> dict:
+def compare(
+    words: list[str],
+    baseline: np.ndarray,
+    candidate: np.ndarray,
+    samples: int,
+    seed: int,
+    mask: np.ndarray | None = None,
+) -> dict:
     """Perplexities of two models on the same tokens, and the candidate's perplexity over the baseline's with
     the 2.5% and 97.5% quantiles of that ratio over `samples` resamplings of the units, with replacement.
 
@@ -238,15 +228,23 @@ def compare(words: list[str], baseline: np.ndarray, candidate: np.ndarray, sampl
     of test text and the run-to-run spread of training; a draw's distance from the runs' mean is scaled by
     sqrt(R / (R - 1)), so that its variance is the runs' unbiased one. One run a model resamples the units
     alone.
+
+    `mask` (tokens,) bool: compare on these tokens only, each kept in its unit (`by_band`); a resampling of
+    units that holds none of them has no ratio and is left out of the interval (null when every one is).
     """
     baseline, candidate = np.atleast_2d(baseline), np.atleast_2d(candidate)  # (runs, tokens)
+    if mask is not None:
+        baseline, candidate = np.where(mask, baseline, 0.0), np.where(mask, candidate, 0.0)
     base_units, lengths = unit_sums(words, baseline)  # (runs, units)
     cand_units, _ = unit_sums(words, candidate)
+    if mask is not None:
+        lengths = unit_sums(words, mask.astype(np.float64))[0]
     base_totals, cand_totals = baseline.sum(axis=1), candidate.sum(axis=1)  # each run's sum of ln P
     tokens = lengths.sum()
     ratio = math.exp((base_totals.mean() - cand_totals.mean()) / tokens)
-    ratios = resampled_ratios(base_units, cand_units, lengths, samples, seed)
-    low, high = np.quantile(ratios, [0.025, 0.975])
+    with np.errstate(invalid="ignore"):  # 0 / 0: a resampling without a masked token
+        ratios = resampled_ratios(base_units, cand_units, lengths, samples, seed)
+    drawn = ratios[np.isfinite(ratios)]
     return {
         "tokens": int(tokens),
         "units": int(lengths.size),
@@ -257,7 +255,7 @@ def compare(words: list[str], baseline: np.ndarray, candidate: np.ndarray, sampl
         "baseline_perplexity_runs": [math.exp(-total / tokens) for total in base_totals],
         "candidate_perplexity_runs": [math.exp(-total / tokens) for total in cand_totals],
         "ratio": ratio,
-        "ratio_95": [float(low), float(high)],
+        "ratio_95": [float(q) for q in np.quantile(drawn, [0.025, 0.975])] if drawn.size else None,
         "candidate_better_share": float(np.mean(ratios < 1.0)),
         "units_candidate_better": int(np.sum(cand_units.mean(axis=0) > base_units.mean(axis=0))),
         "samples": samples,
