@@ -406,6 +406,33 @@ def test_the_readmes_python_example_trains_exports_and_scores(tmp_path):
     assert remembered == {"corpus": "files", **{f"{s}_files": str(tmp_path / f"{s}.txt") for s in corpus_lib.SPLITS}}
 
 
+def test_a_new_full_softmax_run_with_a_large_vocabulary_is_told_of_short_lists_and_sampling(tmp_path, capsys):
+    from nplm_tf.config import Config
+    from nplm_tf.run_dir import TrainingLock
+    from nplm_tf.training import run_setup
+    from nplm_tf.training.data import LARGE_VOCABULARY
+
+    def corpus(words):  # every word once in train (min_count=1), valid and test from its words
+        train = "\n".join(" ".join(f"w{i}" for i in range(j, min(j + 50, words))) for j in range(0, words, 50))
+        for name, text in (("train", train + "\n"), ("valid", "w1 w2 w3\n"), ("test", "w2 w1\n")):
+            (tmp_path / f"{name}.txt").write_text(text)
+        return corpus_lib.files_corpus(*(str(tmp_path / f"{n}.txt") for n in ("train", "valid", "test")))
+
+    def set_up(name, texts, **fields):
+        model_dir = str(tmp_path / name)
+        with TrainingLock(model_dir) as lock:
+            run_setup.set_up_run(Config(order=2, min_count=1, **fields), model_dir, texts, None, lock)
+        return capsys.readouterr().out
+
+    large = corpus(LARGE_VOCABULARY - 2)  # with </s> and <unk>: |V| = LARGE_VOCABULARY
+    note = f"note: |V| = {LARGE_VOCABULARY:,}, so the full softmax's output layer takes most of each step"
+    assert note in set_up("full", large)
+    assert "note:" not in set_up("full", large)  # the same run set up again (resumed): said once
+    assert "note:" not in set_up("shortlist", large, shortlist=4000)
+    assert "note:" not in set_up("sampled", large, loss="nce")
+    assert "note:" not in set_up("smaller", corpus(LARGE_VOCABULARY - 3))
+
+
 def test_a_train_split_without_unk_is_noted_when_valid_holds_unknown_words(tmp_path, capsys):
     from nplm_tf.config import Config
     from nplm_tf.training.data import prepare_data

@@ -99,6 +99,23 @@ def untrained_unk_note(vocab: vocab_lib.Vocabulary, counts, predicted: int) -> s
     )
 
 
+LARGE_VOCABULARY = 20_000  # |V| from which `train` suggests a short list or sampled training to a full softmax
+
+
+def large_vocabulary_note(config: Config, vocab_size: int) -> str | None:
+    """One sentence when a full-softmax run's vocabulary is large enough that its output layer, O(h·|V|) per
+    token, is most of the training time and a short list or sampled training trains several times faster
+    (benchmarks/README.md, GCIDE); else None."""
+    if vocab_size < LARGE_VOCABULARY or config.shortlist or config.loss != "softmax":
+        return None
+    return (
+        f"note: |V| = {vocab_size:,}, so the full softmax's output layer takes most of each step; a short list "
+        "(--shortlist=4000) or sampled training (--loss=sampled_softmax --num_sampled=500) trains several times "
+        "faster (on GCIDE, |V| = 40,928: 7-9x and 9-12x the tokens/s) and is still evaluated exactly "
+        "(docs/large_vocabularies.md)."
+    )
+
+
 def prepare_vocabulary(
     config: Config,
     corpus: corpus_lib.Corpus,

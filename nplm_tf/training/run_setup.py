@@ -11,7 +11,7 @@ from nplm_tf.baselines import kneser_ney as kn
 from nplm_tf.config import Config, ConfigError
 from nplm_tf.run_dir import RunDir, TrainingLock
 from nplm_tf.training import tail as tail_lib
-from nplm_tf.training.data import Data, prepare_data
+from nplm_tf.training.data import Data, large_vocabulary_note, prepare_data
 from pipelines import corpus as corpus_lib
 from pipelines import files
 
@@ -86,6 +86,9 @@ def set_up_run(
     data = prepare_data(config, corpus, model_dir if writer else None, check=new_tail if writer or new_run else None)
     if not writer:
         return None, data, None
+    note = large_vocabulary_note(config, data.vocab.size) if new_run else None
+    if note:
+        print(note, flush=True)
     lock.acquire()  # a new run's directory exists now
     run.write_config(config)
     if corpus.spec:
