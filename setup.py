@@ -36,6 +36,7 @@ setup(
             "nplm-rescore=nplm_tf.rescore:run",
             "nplm-generate=nplm_tf.generate:run",
             "nplm-neighbors=nplm_tf.neighbors:run",
+            "nplm-runs=nplm_tf.runs:run",
         ]
     },
 )

@@ -1,0 +1,182 @@
+"""A table of training runs: what each one is, how far it got, and its perplexities.
+
+    python -m nplm_tf.runs --model_dirs='runs/*'
+    python -m nplm_tf.runs --model_dirs='runs/full_*,runs/sl_*' --sort=test --format=tsv
+
+Reads each model directory's `config.json`, `corpus.json`, `history.json` and `metrics.json` (never the
+weights, never TensorFlow), and prints one row a run:
+
+- `run`: the directory; `corpus`: the corpus it was trained on; `settings`: the configuration fields that
+  differ from `nplm_tf.train`'s defaults (the seed among them), `--flag=value` as `train` takes them;
+- `status`: `finished`, `epoch k of E` (stopped or still training; run the same command to resume) or
+  `no epoch yet`;
+- `epochs` trained and the `best` one (by validation perplexity), the best `valid` perplexity, the exact
+  `test` perplexity once the run has finished, `|V|`, the `training s` of its epochs and their median
+  `tokens/s`.
+
+Rows come best first by --sort (valid, test, or name); a run without the figure sorts last. Directories the
+globs match that are not model directories (no `config.json`) are left out, and said to be; none at all is an
+error (the note goes to stderr). `--format=markdown` (the default) prints a table to paste, `tsv` one to read with other tools, `json` a
+list of objects.
+"""
+
+from __future__ import annotations
+
+import glob
+import json
+import math
+import os
+import statistics
+import sys
+
+from absl import flags
+
+from pipelines import app
+from pipelines.errors import UserError
+
+MODEL_DIRS = flags.DEFINE_string(
+    "model_dirs", "runs/*", "Model directories: comma-separated directories or globs (quote them for the shell)."
+)
+SORT = flags.DEFINE_enum("sort", "valid", ["valid", "test", "name"], "Order of the rows: best first, or by name.")
+FORMAT = flags.DEFINE_enum("format", "markdown", ["markdown", "tsv", "json"], "Output format.")
+
+COLUMNS = ("run", "corpus", "settings", "status", "epochs", "best", "valid", "test", "|V|", "training s", "tokens/s")
+
+
+def model_dirs(patterns: str) -> tuple[list[str], list[str]]:
+    """(model directories, other directories) the comma-separated globs match, each once, in order; one
+    sentence when a pattern matches nothing."""
+    runs, others, seen = [], [], set()
+    parts = [p.strip() for p in patterns.split(",") if p.strip()]
+    if not parts:
+        raise UserError("--model_dirs is empty; give a model directory or a glob such as 'runs/*'.")
+    for part in parts:
+        matches = sorted(glob.glob(os.path.expanduser(part))) if glob.has_magic(part) else [os.path.expanduser(part)]
+        matches = [m for m in matches if os.path.isdir(m)]
+        if not matches:
+            raise UserError(f"--model_dirs: no directory matches {part!r}.")
+        for path in matches:
+            real = os.path.realpath(path)
+            if real in seen:
+                continue
+            seen.add(real)
+            (runs if os.path.isfile(os.path.join(path, "config.json")) else others).append(path)
+    if not runs:
+        raise UserError(
+            f"--model_dirs={patterns} matches no model directory (one holding config.json, written by nplm_tf.train)."
+        )
+    return runs, others
+
+
+def settings(config) -> str:
+    """The fields of `config` that differ from the defaults, as `train` flags."""
+    from nplm_tf.config import Config
+
+    defaults, mine = Config().to_dict(), config.to_dict()
+    return " ".join(f"--{k}={_flag_value(v)}" for k, v in mine.items() if v != defaults.get(k))
+
+
+def _flag_value(value) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
+def summary(path: str) -> dict:
+    """One run's row (`COLUMNS`; missing figures None)."""
+    from nplm_tf.run_dir import RunDir
+
+    run = RunDir(path)
+    config = run.read_config()
+    history = [record for _, record in sorted(run.read_history().items())]
+    metrics = run.read_metrics()
+    corpus = (run.read_corpus() or {}).get("corpus")
+    finished = metrics is not None and metrics.get("config", {}).get("epochs") == config.epochs
+    if finished:
+        history = metrics.get("epochs", history)
+    best = min(history, key=lambda e: e["valid_perplexity"]) if history else None
+    if finished:
+        status = "finished"
+    elif history:
+        status = f"epoch {len(history)} of {config.epochs}"
+    else:
+        status = "no epoch yet"
+    rates = [e["tokens_per_second"] for e in history if e.get("tokens_per_second")]
+    return {
+        "run": path,
+        "corpus": corpus,
+        "settings": settings(config),
+        "status": status,
+        "epochs": len(history),
+        "best": best["epoch"] if best else None,
+        "valid": best["valid_perplexity"] if best else None,
+        "test": metrics.get("test_perplexity") if finished else None,
+        "|V|": metrics.get("vocab_size") if metrics else _vocab_size(run),
+        "training s": sum(e["seconds"] for e in history) if history else None,
+        "tokens/s": statistics.median(rates) if rates else None,
+    }
+
+
+def _vocab_size(run) -> int | None:
+    """|V| from vocab.tsv (a line a word), before metrics.json has it."""
+    if not run.has_vocab():
+        return None
+    with open(run.vocab_path, "rb") as f:
+        return sum(1 for _ in f)
+
+
+def ordered(rows: list[dict], key: str) -> list[dict]:
+    if key == "name":
+        return sorted(rows, key=lambda r: r["run"])
+    return sorted(rows, key=lambda r: (r[key] is None, r[key] if r[key] is not None else math.inf, r["run"]))
+
+
+def cell(column: str, value) -> str:
+    if value is None:
+        return ""
+    if column in ("valid", "test"):
+        return f"{value:.2f}"
+    if column in ("training s", "tokens/s"):
+        return f"{value:,.0f}"
+    if column == "|V|":
+        return f"{value:,}"
+    return str(value)
+
+
+def render(rows: list[dict], form: str) -> str:
+    if form == "json":
+        return json.dumps(rows, indent=2)
+    table = [[cell(c, row[c]) for c in COLUMNS] for row in rows]
+    if form == "tsv":
+        return "\n".join("\t".join(line) for line in [list(COLUMNS), *table])
+    escaped = [[text.replace("|", "\\|") for text in line] for line in table]
+    header = [c.replace("|", "\\|") for c in COLUMNS]
+    return "\n".join("| " + " | ".join(line) + " |" for line in [header, ["---"] * len(COLUMNS), *escaped])
+
+
+def check_dirs(patterns: str) -> tuple[list[dict], list[str]]:
+    """(a row per model directory the globs match, the other directories they match); a damaged file is one
+    sentence naming it."""
+    runs, others = model_dirs(patterns)
+    return [summary(path) for path in runs], others
+
+
+def check():
+    return check_dirs(MODEL_DIRS.value)
+
+
+def main(argv, checked):
+    rows, others = checked
+    print(render(ordered(rows, SORT.value), FORMAT.value))
+    if others:
+        shown = ", ".join(others[:5]) + (f" and {len(others) - 5} more" if len(others) > 5 else "")
+        which = "directory" if len(others) == 1 else "directories"
+        print(f"note: left out {len(others)} {which} without config.json: {shown}", file=sys.stderr)
+
+
+def run():
+    app.run(main, check, tensorflow=False)  # JSON files only
+
+
+if __name__ == "__main__":
+    run()
