@@ -15,9 +15,9 @@ weights, never TensorFlow), and prints one row a run:
   `tokens/s`.
 
 Rows come best first by --sort (valid, test, or name); a run without the figure sorts last. Directories the
-globs match that are not model directories (no `config.json`) are left out, and said to be; none at all is an
-error (the note goes to stderr). `--format=markdown` (the default) prints a table to paste, `tsv` one to read with other tools, `json` a
-list of objects.
+globs match that are not model directories (no `config.json`) are left out, with a note on stderr; none at all
+is an error. `--format=markdown` (the default) prints a table to paste, `tsv` one to read with other tools,
+`json` a list of objects.
 """
 
 from __future__ import annotations
@@ -46,13 +46,15 @@ COLUMNS = ("run", "corpus", "settings", "status", "epochs", "best", "valid", "te
 def model_dirs(patterns: str) -> tuple[list[str], list[str]]:
     """(model directories, other directories) the comma-separated globs match, each once, in order; one
     sentence when a pattern matches nothing."""
+    from nplm_tf.run_dir import RunDir
+    from pipelines.corpus import split_patterns
+
     runs, others, seen = [], [], set()
-    parts = [p.strip() for p in patterns.split(",") if p.strip()]
+    parts = split_patterns(patterns)
     if not parts:
         raise UserError("--model_dirs is empty; give a model directory or a glob such as 'runs/*'.")
     for part in parts:
-        matches = sorted(glob.glob(os.path.expanduser(part))) if glob.has_magic(part) else [os.path.expanduser(part)]
-        matches = [m for m in matches if os.path.isdir(m)]
+        matches = [m for m in (sorted(glob.glob(part)) if glob.has_magic(part) else [part]) if os.path.isdir(m)]
         if not matches:
             raise UserError(f"--model_dirs: no directory matches {part!r}.")
         for path in matches:
@@ -60,7 +62,7 @@ def model_dirs(patterns: str) -> tuple[list[str], list[str]]:
             if real in seen:
                 continue
             seen.add(real)
-            (runs if os.path.isfile(os.path.join(path, "config.json")) else others).append(path)
+            (runs if RunDir(path).has_config() else others).append(path)
     if not runs:
         raise UserError(
             f"--model_dirs={patterns} matches no model directory (one holding config.json, written by nplm_tf.train)."
@@ -92,8 +94,6 @@ def summary(path: str) -> dict:
     metrics = run.read_metrics()
     corpus = (run.read_corpus() or {}).get("corpus")
     finished = metrics is not None and metrics.get("config", {}).get("epochs") == config.epochs
-    if finished:
-        history = metrics.get("epochs", history)
     best = min(history, key=lambda e: e["valid_perplexity"]) if history else None
     if finished:
         status = "finished"
@@ -111,18 +111,10 @@ def summary(path: str) -> dict:
         "best": best["epoch"] if best else None,
         "valid": best["valid_perplexity"] if best else None,
         "test": metrics.get("test_perplexity") if finished else None,
-        "|V|": metrics.get("vocab_size") if metrics else _vocab_size(run),
+        "|V|": metrics.get("vocab_size") if metrics else run.load_vocab().size if run.has_vocab() else None,
         "training s": sum(e["seconds"] for e in history) if history else None,
         "tokens/s": statistics.median(rates) if rates else None,
     }
-
-
-def _vocab_size(run) -> int | None:
-    """|V| from vocab.tsv (a line a word), before metrics.json has it."""
-    if not run.has_vocab():
-        return None
-    with open(run.vocab_path, "rb") as f:
-        return sum(1 for _ in f)
 
 
 def ordered(rows: list[dict], key: str) -> list[dict]:

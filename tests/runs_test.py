@@ -17,7 +17,8 @@ def _epoch(epoch, valid, seconds=10.0, rate=1000.0):
 def _run(path, config, history=(), metrics=None, words=20):
     run = RunDir(str(path))
     path.mkdir()
-    (path / "vocab.tsv").write_text("".join(f"w{i}\t{100 - i}\n" for i in range(words)), encoding="utf-8")
+    lines = ["</s>\t10\n", "<unk>\t0\n", *(f"w{i}\t{100 - i}\n" for i in range(words - 2))]  # |V| = words
+    (path / "vocab.tsv").write_text("".join(lines), encoding="utf-8")
     run.write_config(config)
     run.write_corpus({"corpus": "brown"})
     if history:
