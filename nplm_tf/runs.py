@@ -2,6 +2,7 @@
 
     python -m nplm_tf.runs --model_dirs='runs/*'
     python -m nplm_tf.runs --model_dirs='runs/full_*,runs/sl_*' --sort=test --format=tsv
+    python -m nplm_tf.runs --model_dirs='runs/*' --plot=runs/curves.png
 
 Reads each model directory's `config.json`, `corpus.json`, `history.json` and `metrics.json` (never the
 weights, never TensorFlow), and prints one row a run:
@@ -18,6 +19,11 @@ Rows come best first by --sort (valid, test, or name); a run without the figure 
 globs match that are not model directories (no `config.json`) are left out, with a note on stderr; none at all
 is an error. `--format=markdown` (the default) prints a table to paste, `tsv` one to read with other tools,
 `json` a list of objects.
+
+`--plot=FILE` (`.png`, `.pdf` or `.svg`) also draws the runs' learning curves: the validation perplexity after
+each epoch, over epochs (left) and over the training seconds spent so far (right, validation passes not
+counted), the best epoch of each run marked and a finished run's test perplexity in its label. Runs with no
+epoch yet are in the table only.
 """
 
 from __future__ import annotations
@@ -39,6 +45,13 @@ MODEL_DIRS = flags.DEFINE_string(
 )
 SORT = flags.DEFINE_enum("sort", "valid", ["valid", "test", "name"], "Order of the rows: best first, or by name.")
 FORMAT = flags.DEFINE_enum("format", "markdown", ["markdown", "tsv", "json"], "Output format.")
+PLOT = flags.DEFINE_string(
+    "plot",
+    None,
+    "Also draw the runs' validation perplexity over epochs and over training seconds into this file "
+    "(.png, .pdf or .svg).",
+)
+PLOT_FORMATS = (".png", ".pdf", ".svg")
 
 COLUMNS = ("run", "corpus", "settings", "status", "epochs", "best", "valid", "test", "|V|", "training s", "tokens/s")
 
@@ -146,6 +159,82 @@ def render(rows: list[dict], form: str) -> str:
     return "\n".join("| " + " | ".join(line) + " |" for line in [header, ["---"] * len(COLUMNS), *escaped])
 
 
+def curve(path: str) -> list[tuple[int, float, float]]:
+    """A run's (epoch, training seconds up to its end, valid perplexity) after each epoch, in order."""
+    from nplm_tf.run_dir import RunDir
+
+    points, seconds = [], 0.0
+    for _, record in sorted(RunDir(path).read_history().items()):
+        seconds += record["seconds"]
+        points.append((record["epoch"], seconds, record["valid_perplexity"]))
+    return points
+
+
+def labels(paths: list[str]) -> list[str]:
+    """The shortest trailing parts of the paths that tell them apart: `sl` for runs/sl, `s2/sl` beside s3/sl."""
+    parts = [os.path.normpath(p).split(os.sep) for p in paths]
+    for k in range(1, max((len(p) for p in parts), default=1) + 1):
+        names = [os.path.join(*p[-k:]) for p in parts]
+        if len(set(names)) == len(names):
+            return names
+    return [os.path.normpath(p) for p in paths]
+
+
+def check_plot(path: str | None) -> None:
+    from pipelines import files
+
+    if path is None:
+        return
+    files.check_output_file("plot", path)
+    if os.path.splitext(path)[1].lower() not in PLOT_FORMATS:
+        raise UserError(f"--plot={path} must end in .png, .pdf or .svg (the figure's format).")
+
+
+def figure(rows: list[dict]):
+    """(a matplotlib figure of the learning curves of the rows' runs that have an epoch, their number)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from matplotlib import pyplot as plt
+
+    drawn = [row for row in rows if row["epochs"]]
+    fig, (by_epoch, by_time) = plt.subplots(1, 2, figsize=(11, 4.8), dpi=100, sharey=True)
+    for i, (row, label) in enumerate(zip(drawn, labels([row["run"] for row in drawn]))):
+        points = curve(row["run"])
+        epochs, seconds, valid = zip(*points)
+        if row["test"] is not None:
+            label += f" (test {row['test']:.2f})"
+        style = ("-", "--", ":", "-.")[i // 10 % 4]  # the colours repeat after ten runs
+        (line,) = by_epoch.plot(epochs, valid, linestyle=style, marker=".", label=label)
+        by_time.plot(seconds, valid, linestyle=style, marker=".", color=line.get_color())
+        best = min(points, key=lambda p: p[2])
+        for axes, x in ((by_epoch, best[0]), (by_time, best[1])):
+            axes.plot([x], [best[2]], marker="o", markersize=9, fillstyle="none", color=line.get_color())
+    by_epoch.set_xlabel("epoch")
+    by_time.set_xlabel("training seconds (validation not counted)")
+    by_epoch.set_ylabel("validation perplexity (circle: the best epoch)")
+    for axes in (by_epoch, by_time):
+        axes.grid(True, alpha=0.3)
+    if drawn:
+        by_epoch.legend(loc="upper right", fontsize=8)
+    fig.tight_layout()
+    return fig, len(drawn)
+
+
+def plot(rows: list[dict], path: str) -> int:
+    """Writes `figure(rows)` to `path`, atomically; the number of runs drawn."""
+    fig, drawn = figure(rows)  # before pyplot's import: it chooses the Agg backend
+    from matplotlib import pyplot as plt
+
+    from pipelines import files
+
+    try:
+        files.replace_atomically(path, fig.savefig)
+    finally:
+        plt.close(fig)
+    return drawn
+
+
 def check_dirs(patterns: str) -> tuple[list[dict], list[str]]:
     """(a row per model directory the globs match, the other directories they match); a damaged file is one
     sentence naming it."""
@@ -154,6 +243,7 @@ def check_dirs(patterns: str) -> tuple[list[dict], list[str]]:
 
 
 def check():
+    check_plot(PLOT.value)
     return check_dirs(MODEL_DIRS.value)
 
 
@@ -164,6 +254,9 @@ def main(argv, checked):
         shown = ", ".join(others[:5]) + (f" and {len(others) - 5} more" if len(others) > 5 else "")
         which = "directory" if len(others) == 1 else "directories"
         print(f"note: left out {len(others)} {which} without config.json: {shown}", file=sys.stderr)
+    if PLOT.value is not None:
+        drawn = plot(ordered(rows, SORT.value), PLOT.value)
+        print(f"note: {PLOT.value}: the learning curves of {drawn} of the {len(rows)} runs", file=sys.stderr)
 
 
 def run():

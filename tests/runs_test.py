@@ -118,3 +118,56 @@ def test_the_binary_answers_without_tensorflow_and_refuses_bad_input_in_one_sent
         ran = table(*args)
         helpers.assert_one_sentence(ran, message)
         assert ran.stdout == ""
+
+
+def test_curves_and_their_labels(three_runs):
+    tmp_path, full, stopped, new = three_runs
+    assert runs.curve(full) == [(1, 10.0, 200.0), (2, 22.0, 180.0)]  # seconds summed over the epochs
+    assert runs.curve(new) == []
+    assert runs.labels(["runs/sl", "runs/full"]) == ["sl", "full"]
+    assert runs.labels(["a/s2/sl", "a/s3/sl", "a/s3/full/"]) == ["s2/sl", "s3/sl", "s3/full"]
+    assert runs.labels(["sl", "./sl"]) == ["sl", "sl"]  # the same name: nothing tells them apart
+
+
+def test_the_figure_draws_each_run_with_an_epoch(three_runs):
+    from matplotlib import pyplot as plt
+
+    tmp_path, full, stopped, new = three_runs
+    rows = runs.ordered(runs.check_dirs(f"{tmp_path}/*")[0], "valid")
+    fig, drawn = runs.figure(rows)
+    try:
+        by_epoch, by_time = fig.axes
+        assert drawn == 2
+        assert [t.get_text() for t in by_epoch.get_legend().get_texts()] == ["full (test 170.50)", "sl"]
+        curves = [line for line in by_epoch.get_lines() if line.get_label() in ("full (test 170.50)", "sl")]
+        assert [list(line.get_xdata()) for line in curves] == [[1, 2], [1]]
+        assert [list(line.get_ydata()) for line in curves] == [[200.0, 180.0], [190.0]]
+        times = [line for line in by_time.get_lines() if len(line.get_xdata()) > 1 or line.get_marker() == "."]
+        assert [list(line.get_xdata()) for line in times] == [[10.0, 22.0], [5.0]]
+        circles = [(list(line.get_xdata()), list(line.get_ydata())) for line in by_epoch.get_lines()[1::2]]
+        assert circles == [([2], [180.0]), ([1], [190.0])]  # each run's best epoch
+    finally:
+        plt.close(fig)
+
+
+def test_the_binary_plots_and_refuses_a_bad_plot_path_before_writing(three_runs):
+    tmp_path, full, stopped, new = three_runs
+    env = helpers.without_tensorflow(tmp_path / "elsewhere")
+    target = tmp_path / "curves.png"
+    ran = helpers.run_binary("nplm_tf.runs", f"--model_dirs={full},{stopped},{new}", f"--plot={target}", env=env)
+    assert ran.returncode == 0, ran.stderr[-2000:]
+    assert f"note: {target}: the learning curves of 2 of the 3 runs" in ran.stderr
+    assert target.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".tmp-")] == []
+    before = target.read_bytes()
+    for plot, message in [
+        (tmp_path / "curves.jpg", "must end in .png, .pdf or .svg"),
+        (tmp_path / "missing" / "c.png", "does not exist; create it first"),
+        (tmp_path / "sl", "is a directory; give a file name"),
+    ]:
+        ran = helpers.run_binary("nplm_tf.runs", f"--model_dirs={full}", f"--plot={plot}", env=env)
+        helpers.assert_one_sentence(ran, message)
+        assert ran.stdout == ""
+    ran = helpers.run_binary("nplm_tf.runs", f"--model_dirs={tmp_path}/none*", f"--plot={target}", env=env)
+    helpers.assert_one_sentence(ran, "--model_dirs: no directory matches")
+    assert target.read_bytes() == before and not (tmp_path / "curves.jpg").exists()
