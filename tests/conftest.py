@@ -24,7 +24,18 @@ SLOWEST_FIRST = (
 )
 
 
+# Warnings that TensorFlow's, Keras's and matplotlib's own code raises on every call, hundreds a run, which
+# would bury any of the project's: TensorFlow tensors' __array__ without numpy 2's `copy`, and matplotlib's
+# calls to pyparsing's old names.
+THIRD_PARTY_WARNINGS = (
+    "ignore:__array__ implementation doesn't accept a copy keyword:DeprecationWarning",
+    "ignore::DeprecationWarning:matplotlib",
+)
+
+
 def pytest_configure(config):
+    for line in THIRD_PARTY_WARNINGS:
+        config.addinivalue_line("filterwarnings", line)
     if hasattr(config.option, "loadscopereorder"):  # pytest-xdist's: sort the files by number of tests
         config.option.loadscopereorder = False
 

@@ -82,6 +82,7 @@ def test_resume_after_interruption_matches_uninterrupted_run(tmp_path, changes):
     )
 
 
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")  # the drop is the test
 def test_training_stops_at_the_step_after_an_interrupt_python_dropped(tmp_path):
     config = helpers.tiny_config(epochs=4)
     dropper = Interrupt(epoch=1, batch=0, dropped=True)
