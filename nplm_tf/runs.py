@@ -207,7 +207,7 @@ def figure(rows: list[dict]):
         style = ("-", "--", ":", "-.")[i // 10 % 4]  # the colours repeat after ten runs
         (line,) = by_epoch.plot(epochs, valid, linestyle=style, marker=".", label=label)
         by_time.plot(seconds, valid, linestyle=style, marker=".", color=line.get_color())
-        best = min(points, key=lambda p: p[2])
+        best = next(p for p in points if p[0] == row["best"])  # the epoch `summary` chose
         for axes, x in ((by_epoch, best[0]), (by_time, best[1])):
             axes.plot([x], [best[2]], marker="o", markersize=9, fillstyle="none", color=line.get_color())
     by_epoch.set_xlabel("epoch")
