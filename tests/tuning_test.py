@@ -41,6 +41,7 @@ def test_default_search_space_is_pinned():
         "order": [3, 4, 5, 6],
         "direct": [False, True],
         "shortlist": [0, 2000, 4000, 8000],
+        "learning_rate": [0.5, 1, 2, 4],
     }
     model = hypermodel_lib.NPLMHyperModel(
         Config(), corpus=None, vocab_size=50, output_dir="unused", tune_order=True, tune_direct=True
@@ -87,13 +88,33 @@ def test_a_searched_full_softmax_drops_the_tail_the_short_lists_use(tmp_path):
     search_lib.write_results(str(tmp_path), [{**r, "seconds": 3.0} for r in rows], base, "random")
     table = (tmp_path / "results.md").read_text()
     assert (
-        "| 0 | 100 | 30 | 5 | no | 2,000 (backoff tail) | 1 |" in table
-        and "| 1 | 100 | 30 | 5 | no | all | 1 |" in table
+        "| 0 | 100 | 30 | 5 | no | 2,000 (backoff tail) | 0.001 | 1 |" in table
+        and "| 1 | 100 | 30 | 5 | no | all | 0.001 | 1 |" in table
     )
     small = hypermodel_lib.NPLMHyperModel(base, corpus=None, vocab_size=3_000, output_dir="unused", tune_shortlist=True)
     hp = keras_tuner.HyperParameters()
     small.config(hp)
     assert hp.space[-1].get_config()["values"] == [0, 2000]  # sizes not below |V| left out
+
+
+def test_the_learning_rate_is_searched_as_multiples_of_the_base_and_reaches_the_best_config(tmp_path):
+    assert hypermodel_lib.learning_rates(1e-3) == [0.0005, 0.001, 0.002, 0.004]
+    base = Config(optimizer="sgd", learning_rate=0.03)
+    model = hypermodel_lib.NPLMHyperModel(
+        base, corpus=None, vocab_size=50, output_dir="unused", tune_learning_rate=True
+    )
+    hp = keras_tuner.HyperParameters()
+    assert model.config(hp).learning_rate == 0.03  # the default trial is the base
+    assert hp.space[-1].get_config()["values"] == [0.015, 0.03, 0.06, 0.12]
+    hp.values["learning_rate"] = 0.12
+    tried = model.config(hp)
+    assert (tried.learning_rate, tried.optimizer) == (0.12, "sgd")
+    assert hypermodel_lib.run_dir("out", tried) != hypermodel_lib.run_dir("out", base)  # its own run directory
+    row = {"hidden_dim": 100, "feature_dim": 30, "order": 5, "direct": False, "shortlist": 0, "learning_rate": 0.12}
+    assert search_lib.best_config([row], base).learning_rate == 0.12
+    rows = [{**row, "trial": "0", "epochs": 1, "valid_perplexity": 9.0, "test_perplexity": 9.5, "seconds": 3.0}]
+    search_lib.write_results(str(tmp_path), rows, base, "random")
+    assert "| 0 | 100 | 30 | 5 | no | all | 0.12 | 1 | 9.00 | 9.50 | 3 |" in (tmp_path / "results.md").read_text()
 
 
 def test_a_sampled_loss_cannot_search_short_lists(corpus, tmp_path):
@@ -114,6 +135,7 @@ def test_a_sampled_loss_cannot_search_short_lists(corpus, tmp_path):
 def test_random_search_under_mirrored_strategy_writes_results_and_resumes(corpus, tmp_path):
     out = str(tmp_path / "search")
     args = [f"--output_dir={out}", "--max_trials=2", "--epochs_per_trial=1", "--num_cpu_devices=2", *corpus]
+    args.append("--tune_learning_rate")
     result = helpers.run_binary("tuning.search", *args)
     assert result.returncode == 0, result.stderr[-3000:]
     assert result.stdout.count("on 2 replica(s)") == 2  # each trial ran under MirroredStrategy, 2 CPU replicas
@@ -121,10 +143,18 @@ def test_random_search_under_mirrored_strategy_writes_results_and_resumes(corpus
         assert os.path.isfile(os.path.join(out, name)), name
     rows = json.load(open(os.path.join(out, "results.json")))["trials"]
     assert len(rows) == 2 and rows[0]["valid_perplexity"] <= rows[1]["valid_perplexity"]
+    rates = hypermodel_lib.learning_rates(helpers.tiny_config().learning_rate)
     for row in rows:
         assert 50 <= row["hidden_dim"] <= 400 and 20 <= row["feature_dim"] <= 120 and row["seconds"] > 0
+        assert row["learning_rate"] in rates
+    space = json.load(open(os.path.join(out, "search", "oracle.json")))["hyperparameters"]["space"]
+    assert {p["config"]["name"] for p in space} == {"hidden_dim", "feature_dim", "learning_rate"}
     best = Config.from_json(os.path.join(out, "best_config.json"))
-    assert (best.hidden_dim, best.feature_dim) == (rows[0]["hidden_dim"], rows[0]["feature_dim"])
+    assert (best.hidden_dim, best.feature_dim, best.learning_rate) == (
+        rows[0]["hidden_dim"],
+        rows[0]["feature_dim"],
+        rows[0]["learning_rate"],
+    )
     assert open(os.path.join(out, "results.png"), "rb").read(8) == b"\x89PNG\r\n\x1a\n"
 
     open(os.path.join(out, "search", "tuner0.json"), "w").close()  # killed as keras-tuner wrote it: written again
@@ -160,6 +190,7 @@ def test_random_search_under_mirrored_strategy_writes_results_and_resumes(corpus
     assert trained.returncode == 0, trained.stderr[-3000:]
     metrics = json.load(open(tmp_path / "best" / "metrics.json"))
     assert metrics["config"]["hidden_dim"] == best.hidden_dim and metrics["config"]["feature_dim"] == best.feature_dim
+    assert metrics["config"]["learning_rate"] == best.learning_rate
 
 
 def test_chief_and_worker_finish_a_search_and_a_killed_worker_loses_nothing(corpus, tmp_path):

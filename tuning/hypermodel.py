@@ -1,4 +1,4 @@
-"""The keras-tuner HyperModel: the NPLM over hidden size h and feature count m (and n, direct)."""
+"""The keras-tuner HyperModel: the NPLM over hidden size h and feature count m (and n, direct, N, ε_0)."""
 
 from __future__ import annotations
 
@@ -24,6 +24,7 @@ SEARCH_SPACE = {
     "order": [3, 4, 5, 6],  # n, default 5
     "direct": [False, True],  # W, default False
     "shortlist": [0, 2000, 4000, 8000],  # N, default 0 (full softmax); sizes not below |V| are left out
+    "learning_rate": [0.5, 1, 2, 4],  # ε_0 as multiples of the base's (Adam's 1e-3: 5e-4 to 4e-3)
 }
 DEFAULTS = Config()
 OBJECTIVE = keras_tuner.Objective("val_perplexity", direction="min")
@@ -43,6 +44,12 @@ def shortlist_changes(size: int) -> dict:
     }
 
 
+def learning_rates(base: float) -> list[float]:
+    """The searched ε_0: SEARCH_SPACE["learning_rate"]'s multiples of the base's (factor 1 the default
+    trial's), rounded to 6 significant digits so that 1e-3 · 0.5 is 0.0005 as the results print it."""
+    return [float(f"{base * factor:.6g}") for factor in SEARCH_SPACE["learning_rate"]]
+
+
 class NPLMHyperModel(keras_tuner.HyperModel):
     """Builds the eq. (1) model for a trial's h, m (, n, direct) and trains it with the project's training loop.
 
@@ -59,6 +66,7 @@ class NPLMHyperModel(keras_tuner.HyperModel):
       tune_order, tune_direct: also search n and the direct connections.
       tune_shortlist: also search the short list's size N (0, the full softmax, among them); the lists use
         the base's tail, which a base of N > 0 sets (N = 0 trials ignore it).
+      tune_learning_rate: also search ε_0 among SEARCH_SPACE["learning_rate"] times the base's.
       counts: the vocabulary's train counts (a sampled objective's noise).
     """
 
@@ -71,6 +79,7 @@ class NPLMHyperModel(keras_tuner.HyperModel):
         tune_order: bool = False,
         tune_direct: bool = False,
         tune_shortlist: bool = False,
+        tune_learning_rate: bool = False,
         counts=None,
         **kwargs,
     ):
@@ -82,6 +91,7 @@ class NPLMHyperModel(keras_tuner.HyperModel):
         self.tune_order = tune_order
         self.tune_direct = tune_direct
         self.tune_shortlist = tune_shortlist
+        self.tune_learning_rate = tune_learning_rate
         self.counts = counts
 
     def config(self, hp: keras_tuner.HyperParameters) -> Config:
@@ -96,6 +106,11 @@ class NPLMHyperModel(keras_tuner.HyperModel):
         if self.tune_shortlist:
             sizes = [n for n in SEARCH_SPACE["shortlist"] if n < self.vocab_size]
             changes.update(shortlist_changes(hp.Choice("shortlist", sizes, default=0)))
+        if self.tune_learning_rate:
+            rates = learning_rates(self.base.learning_rate)
+            changes["learning_rate"] = hp.Choice(
+                "learning_rate", rates, default=rates[SEARCH_SPACE["learning_rate"].index(1)]
+            )
         return dataclasses.replace(self.base, **changes)
 
     def build(self, hp):

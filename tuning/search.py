@@ -1,4 +1,4 @@
-"""keras-tuner search over hidden size h and feature count m (and n, direct), each trial under MirroredStrategy.
+"""keras-tuner search over hidden size h and feature count m (and n, W, N, ε_0), each trial under MirroredStrategy.
 
     python -m tuning.search --output_dir=runs/search --max_trials=12 --epochs_per_trial=2
 
@@ -41,6 +41,11 @@ TUNE_SHORTLIST = flags.DEFINE_boolean(
     False,
     "Also search the short list's size N in {0 (full softmax), 2000, 4000, 8000}, below |V|; the lists use the "
     "tail of --config_json (a config of N > 0 may set one; class by default).",
+)
+TUNE_LEARNING_RATE = flags.DEFINE_boolean(
+    "tune_learning_rate",
+    False,
+    "Also search the learning rate ε_0 in {0.5, 1, 2, 4} × the config's (Adam's default 1e-3: 5e-4 to 4e-3).",
 )
 NUM_CPU_DEVICES = flags.DEFINE_integer(
     "num_cpu_devices", 2, "Logical CPU devices: MirroredStrategy's replicas when no GPU."
@@ -113,6 +118,7 @@ def main(argv, checked):
         tune_order=TUNE_ORDER.value,
         tune_direct=TUNE_DIRECT.value,
         tune_shortlist=TUNE_SHORTLIST.value,
+        tune_learning_rate=TUNE_LEARNING_RATE.value,
         counts=vocab.counts,
     )
     holds_oracle = not dist_utils.has_chief_oracle() or dist_utils.is_chief_oracle()

@@ -130,7 +130,7 @@ def hyperband_note(max_epochs: int) -> str:
 
 
 def trial_rows(tuner: keras_tuner.Tuner, base: Config) -> list[dict]:
-    """Every completed trial: h, m, n, direct, validation (and test) perplexity, seconds; best first."""
+    """Every completed trial: h, m, n, direct, N, ε_0, validation (and test) perplexity, seconds; best first."""
     rows = []
     for trial in tuner.oracle.trials.values():
         if trial.status != "COMPLETED" or not trial.metrics.exists("val_perplexity"):
@@ -145,6 +145,7 @@ def trial_rows(tuner: keras_tuner.Tuner, base: Config) -> list[dict]:
                 "order": values.get("order", base.order),
                 "direct": bool(values.get("direct", base.direct)),
                 "shortlist": int(values.get("shortlist", base.shortlist)),
+                "learning_rate": float(values.get("learning_rate", base.learning_rate)),
                 "epochs": int(metric("epochs") or 0),
                 "valid_perplexity": trial.metrics.get_best_value("val_perplexity"),
                 "test_perplexity": metric("test_perplexity"),
@@ -162,6 +163,7 @@ def best_config(rows: list[dict], base: Config) -> Config:
         feature_dim=best["feature_dim"],
         order=best["order"],
         direct=best["direct"],
+        learning_rate=best.get("learning_rate", base.learning_rate),
         **hypermodel_lib.shortlist_changes(best.get("shortlist", base.shortlist)),
     )
 
@@ -175,15 +177,16 @@ def write_results(output_dir: str, rows: list[dict], base: Config, tuner_kind: s
     lines = [
         f"# {tuner_kind} search: {len(rows)} trials, best first (validation perplexity)",
         "",
-        "| trial | h | m | n | direct | short list | epochs | valid ppl | test ppl | seconds |",
-        "|---|---|---|---|---|---|---|---|---|---|",
+        "| trial | h | m | n | direct | short list | ε_0 | epochs | valid ppl | test ppl | seconds |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in rows:
         test = f"{r['test_perplexity']:.2f}" if r["test_perplexity"] is not None else ""
         listed = f"{r['shortlist']:,} ({base.tail} tail)" if r.get("shortlist") else "all"
         lines.append(
             f"| {r['trial']} | {r['hidden_dim']} | {r['feature_dim']} | {r['order']} | "
-            f"{'yes' if r['direct'] else 'no'} | {listed} | {r['epochs']} | "
+            f"{'yes' if r['direct'] else 'no'} | {listed} | {r.get('learning_rate', base.learning_rate):g} | "
+            f"{r['epochs']} | "
             f"{r['valid_perplexity']:.2f} | {test} | "
             f"{r['seconds']:.0f} |"
         )
