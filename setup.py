@@ -17,6 +17,8 @@ setup(
         "tensorboard==2.21.0",  # keras-tuner imports it on every trial
         "absl-py==2.5.1",
         "matplotlib==3.10.3",  # the search's results.png
+        "scipy>=1.11,<2",  # with scikit-learn, keras-tuner's BayesianOptimization (tuning.search --tuner=bayesian)
+        "scikit-learn>=1.3,<2",
         "numpy>=1.26,<3",
     ],
     extras_require={

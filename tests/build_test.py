@@ -25,6 +25,8 @@ REQUIREMENTS = {
     "matplotlib": "matplotlib",
     "numpy": "numpy",
     "pytest": "pytest",
+    "scipy": "scipy",
+    "sklearn": "scikit-learn",
     "tensorflow": "tensorflow",
     "tensorboard": "tensorboard",
     "tensorflow_text": "tensorflow-text",

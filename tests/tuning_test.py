@@ -322,6 +322,38 @@ def test_bad_data_is_one_sentence_before_tensorflow_loads(corpus, tmp_path):
     assert not out.exists()
 
 
+def test_the_bayesian_tuner_without_scikit_learn_is_one_sentence(corpus, tmp_path):
+    """keras-tuner imports scikit-learn only when its BayesianOptimization is built, after the data is read."""
+    package = tmp_path / "no_sklearn" / "sklearn"
+    package.mkdir(parents=True)
+    (package / "__init__.py").write_text('raise ImportError("no scikit-learn here", name="sklearn")\n')
+    out = tmp_path / "search"
+    result = helpers.run_binary(
+        "tuning.search", f"--output_dir={out}", *corpus, "--tuner=bayesian", env={"PYTHONPATH": str(package.parent)}
+    )
+    helpers.assert_one_sentence(
+        result,
+        "--tuner=bayesian needs scikit-learn and scipy, and sklearn did not import: "
+        "pip install 'keras-tuner[bayesian]==1.4.8'.",
+    )
+    assert not out.exists()
+
+
+@pytest.mark.parametrize("tuner", ["bayesian", "hyperband"])
+def test_the_other_tuners_finish_a_search_with_the_learning_rate(tuner, corpus, tmp_path):
+    """Bayesian optimization needs scikit-learn and scipy (setup.py installs them); both tuners read the
+    searched ε_0 back into the results."""
+    out = tmp_path / tuner
+    flags = ["--max_trials=2", "--epochs_per_trial=2", "--num_cpu_devices=1", "--tune_learning_rate"]
+    result = helpers.run_binary("tuning.search", f"--output_dir={out}", f"--tuner={tuner}", *flags, *corpus)
+    assert result.returncode == 0, result.stderr[-3000:]
+    rows = json.load(open(out / "results.json"))["trials"]
+    rates = hypermodel_lib.learning_rates(helpers.tiny_config().learning_rate)
+    assert rows and all(row["learning_rate"] in rates for row in rows)
+    assert (out / "results.md").read_text().startswith(f"# {tuner} search: {len(rows)} trials")
+    assert Config.from_json(str(out / "best_config.json")).learning_rate == rows[0]["learning_rate"]
+
+
 def test_a_config_of_local_sgd_is_refused_before_the_search(corpus, tmp_path):
     """Its trials each train in one process: sync_every was ignored, and `train` refused the best_config.json."""
     base = tmp_path / "local_sgd.json"

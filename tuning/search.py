@@ -75,6 +75,23 @@ def check_cluster_env(environ=os.environ) -> None:
         )
 
 
+def check_tuner(kind: str) -> None:
+    """The Bayesian tuner's Gaussian process comes from scikit-learn and scipy (keras-tuner's `bayesian` extra,
+    which setup.py installs): without them keras-tuner failed with a traceback once the data had been read."""
+    from nplm_tf.config import ConfigError
+
+    if kind != "bayesian":
+        return
+    try:
+        import scipy.optimize  # noqa: F401
+        import sklearn.gaussian_process  # noqa: F401
+    except ImportError as e:
+        raise ConfigError(
+            f"--tuner=bayesian needs scikit-learn and scipy, and {e.name or 'one of them'} did not import: "
+            "pip install 'keras-tuner[bayesian]==1.4.8'."
+        ) from None
+
+
 def check_flags():
     """The base config, the corpus and its vocabulary, once the flag values and the data are checked, without
     TensorFlow (`app.run` calls it first)."""
@@ -84,6 +101,7 @@ def check_flags():
 
     strategies.check_cpu_devices(NUM_CPU_DEVICES.value)
     check_cluster_env()
+    check_tuner(TUNER.value)
     files.check_output_dir("output_dir", OUTPUT_DIR.value)
     if MAX_TRIALS.value < 1 or EPOCHS.value < 1:
         raise ConfigError(f"max_trials={MAX_TRIALS.value} and epochs_per_trial={EPOCHS.value} must be at least 1.")
