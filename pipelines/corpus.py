@@ -90,7 +90,8 @@ def find_brown_zip() -> str:
             return path
     raise CorpusError(
         "Brown corpus not found (looked for corpora/brown.zip under $NLTK_DATA and NLTK's default "
-        "paths); get it with `python -m nltk.downloader brown` or set NLTK_DATA to the folder holding it."
+        "paths); get it with `pip install nltk && python -m nltk.downloader brown` (NLTK is needed for that "
+        "only) or set NLTK_DATA to the folder holding it."
     )
 
 

@@ -335,7 +335,7 @@ def test_binaries_without_a_network_do_not_load_tensorflow(module, data, tmp_pat
 def test_missing_brown_says_how_to_get_it(tmp_path):
     result = helpers.run_binary("pipelines.describe", env={"NLTK_DATA": str(tmp_path), "HOME": str(tmp_path)})
     assert result.returncode != 0
-    assert "python -m nltk.downloader brown" in helpers.error_lines(result.stderr)[0]
+    assert "`pip install nltk && python -m nltk.downloader brown`" in helpers.error_lines(result.stderr)[0]
 
 
 def test_model_dir_of_another_config_is_refused_and_left_intact(trained, data):
