@@ -2,7 +2,8 @@
 
     python -m benchmarks.large_vocab --corpus=gcide --output=runs/large_vocab [--epochs=2] [--variants=...]
 
-Every variant trains the paper's MLP9 shape (n=5, m=30, h=100; batch 256; the training defaults otherwise)
+Every variant trains the paper's MLP9 shape (n=5, m=30, h=100; batch 256; the training defaults otherwise,
+ε_0 too unless --learning_rate sets it)
 in OUTPUT/<variant>/, one epoch at a time and in turn (epoch 1 of every variant, then epoch 2 of every
 variant, ...), so the host's drifting speed spreads over all of them. After each epoch it records the
 training seconds and tokens/s, the exact valid and test perplexity (of the best epoch so far; the runs
@@ -48,6 +49,7 @@ NUM_SAMPLED = flags.DEFINE_integer(
 )
 NAMES = flags.DEFINE_list("variants", None, "Run only these variants (default: all; names as printed).")
 MIN_COUNT = flags.DEFINE_integer("min_count", 4, "Words seen fewer times in train become <unk>.")
+LEARNING_RATE = flags.DEFINE_float("learning_rate", None, "ε_0 of every variant (default: training's, 1e-3).")
 SERVE = flags.DEFINE_boolean("serve", True, "Also export each variant and measure score and next_word.")
 REQUESTS = flags.DEFINE_integer("requests", 500, "Timed next_word requests per variant.")
 BATCHES = flags.DEFINE_integer("batches", 40, "Timed score batches of 64 texts per variant.")
@@ -93,9 +95,11 @@ def epoch_row(metrics: dict) -> dict:
     }
 
 
-def table(results: dict, corpus_name: str, vocab_size: int, call_floor: dict | None = None) -> str:
+def table(
+    results: dict, corpus_name: str, vocab_size: int, call_floor: dict | None = None, learning_rate: float = 1e-3
+) -> str:
     lines = [
-        f"Corpus {corpus_name}, |V| = {vocab_size:,}; MLP9 shape, batch 256. Per epoch: training seconds, "
+        f"Corpus {corpus_name}, |V| = {vocab_size:,}; MLP9 shape, batch 256, ε_0 = {learning_rate:g}. Per epoch: training seconds, "
         "tokens/s, exact valid perplexity, and exact test perplexity of the best epoch so far. Serving (in process, "
         "every export timed in turn over several rounds): score tokens/s at batch 64 (against the full softmax in "
         "the same round: median; range) and next_word p50 for one text. CPU steal: the share of the host's CPU "
@@ -150,7 +154,8 @@ def base_config():
     """What every variant shares: the defaults at --min_count, and patience beyond the last epoch."""
     from nplm_tf.config import Config
 
-    return Config(min_count=MIN_COUNT.value, patience=EPOCHS.value + 1)
+    rate = {} if LEARNING_RATE.value is None else {"learning_rate": LEARNING_RATE.value}
+    return Config(min_count=MIN_COUNT.value, patience=EPOCHS.value + 1, **rate)
 
 
 def check_data(base, configs: list, corpus) -> int:
@@ -226,6 +231,7 @@ def main(argv, checked):
     from pipelines import files
 
     every, names, corpus, results, vocab_size = checked  # results: --serve_only's, as the last run recorded them
+    rate = base_config().learning_rate
     if results is None:
         results = train_in_turn(names, every, corpus)
     call_floor = None
@@ -248,9 +254,9 @@ def main(argv, checked):
             print(json.dumps({"variant": name, **served[name]}), flush=True)
     files.write_json(
         os.path.join(OUTPUT.value, "large_vocab.json"),
-        {"corpus": corpus.name, "results": results, "call_floor": call_floor},
+        {"corpus": corpus.name, "learning_rate": rate, "results": results, "call_floor": call_floor},
     )
-    text = table(results, corpus.name, vocab_size, call_floor)
+    text = table(results, corpus.name, vocab_size, call_floor, rate)
     files.write_text(os.path.join(OUTPUT.value, "large_vocab.md"), text)
     if README.value:
         put_table(README.value, text)

@@ -100,6 +100,7 @@ def test_serving_bad_flags_are_one_sentence(flags, message, tmp_path):
         (["--shortlists=4000,0"], "--shortlists=4000,0 must be a comma-separated list of positive integers."),
         (["--num_sampled=0"], "num_sampled=0 must be positive."),  # the sampled variants ran last, hours in
         (["--min_count=0"], "min_count=0 must be"),
+        (["--learning_rate=0"], "learning_rate=0.0 must be positive"),
         (["--shortlists=4000,20000"], "shortlist=20000 must be smaller than |V| = 14,118"),  # Brown's, before training
         (["--serve_only"], "--serve_only needs a finished run of"),
         # checked before hours of training, not when the table is ready
@@ -138,6 +139,7 @@ def test_large_vocab_benchmark_alternates_variants_and_writes_its_table(tmp_path
         "--batches=4",
         "--rounds=2",
         "--min_count=1",
+        "--learning_rate=0.02",
         f"--readme={readme}",
         "--corpus=files",
         f"--train_files={paths['train']}",
@@ -151,14 +153,17 @@ def test_large_vocab_benchmark_alternates_variants_and_writes_its_table(tmp_path
     written = json.load(open(tmp_path / "out" / "large_vocab.json"))
     saved = written["results"]
     assert written["call_floor"]["next_word_ms"]["requests"] == 6  # the one-op signature, timed beside them
+    assert written["learning_rate"] == 0.02
     for name in names:
         assert [row["epoch"] for row in saved[name]["epochs"]] == [1, 2]
+        assert json.load(open(tmp_path / "out" / name / "config.json"))["learning_rate"] == 0.02  # every variant's
         assert all(0.0 <= row["cpu_steal"] <= 1.0 for row in saved[name]["epochs"])  # the hypervisor's share
         assert saved[name]["serving"]["score_tokens_per_second"] > 0
         assert len(saved[name]["serving"]["score_rounds"]) == 2  # every export timed in each round
         assert saved[name]["serving"]["next_word_ms"]["requests"] == 6
     page = readme.read_text()
     assert "old" not in page and "| nce_5 | 2 |" in page and page.endswith("tail\n")
+    assert "MLP9 shape, batch 256, ε_0 = 0.02." in page
     row = next(line for line in page.splitlines() if line.startswith("| nce_5 | 2 |")).split(" | ")
     assert "| CPU steal |" in page and row[6] == f"{saved['nce_5']['epochs'][1]['cpu_steal']:.0%}"
     assert "A signature of one op" in page
