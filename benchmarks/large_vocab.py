@@ -99,8 +99,8 @@ def table(
     results: dict, corpus_name: str, vocab_size: int, call_floor: dict | None = None, learning_rate: float = 1e-3
 ) -> str:
     lines = [
-        f"Corpus {corpus_name}, |V| = {vocab_size:,}; MLP9 shape, batch 256, ε_0 = {learning_rate:g}. Per epoch: training seconds, "
-        "tokens/s, exact valid perplexity, and exact test perplexity of the best epoch so far. Serving (in process, "
+        f"Corpus {corpus_name}, |V| = {vocab_size:,}; MLP9 shape, batch 256, ε_0 = {learning_rate:g}. Per epoch: "
+        "training seconds, tokens/s, exact valid perplexity, and exact test perplexity of the best epoch so far. Serving (in process, "
         "every export timed in turn over several rounds): score tokens/s at batch 64 (against the full softmax in "
         "the same round: median; range) and next_word p50 for one text. CPU steal: the share of the host's CPU "
         "time its hypervisor took during the epoch's call (training and scoring; `benchmarks.host`).",
@@ -231,9 +231,10 @@ def main(argv, checked):
     from pipelines import files
 
     every, names, corpus, results, vocab_size = checked  # results: --serve_only's, as the last run recorded them
-    rate = base_config().learning_rate
     if results is None:
         results = train_in_turn(names, every, corpus)
+    # the runs' own ε_0 (under --serve_only, the training run's, whatever --learning_rate says now)
+    rate = RunDir(os.path.join(OUTPUT.value, names[0])).read_metrics()["config"]["learning_rate"]
     call_floor = None
     if SERVE.value:
         words = [w for line in corpus["test"].iter_lines() for w in corpus_lib.tokenize(line)]

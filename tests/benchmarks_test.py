@@ -169,9 +169,12 @@ def test_large_vocab_benchmark_alternates_variants_and_writes_its_table(tmp_path
     assert "A signature of one op" in page
     assert "×;" in page  # score against the full softmax's, per round
 
-    again = helpers.run_binary("benchmarks.large_vocab", *flags, "--serve_only", timeout=900)
+    unset = [flag for flag in flags if not flag.startswith("--learning_rate")]  # the runs' ε_0 is read back
+    again = helpers.run_binary("benchmarks.large_vocab", *unset, "--serve_only", timeout=900)
     assert again.returncode == 0, again.stderr[-3000:]
     assert '"epoch"' not in again.stdout  # nothing trained
+    assert "MLP9 shape, batch 256, ε_0 = 0.02." in readme.read_text()
+    assert json.load(open(tmp_path / "out" / "large_vocab.json"))["learning_rate"] == 0.02
     resaved = json.load(open(tmp_path / "out" / "large_vocab.json"))["results"]
     assert all(resaved[name]["epochs"] == saved[name]["epochs"] for name in names)
 
