@@ -48,7 +48,10 @@ TUNE_LEARNING_RATE = flags.DEFINE_boolean(
     "Also search the learning rate ε_0 in {0.5, 1, 2, 4} × the config's (Adam's default 1e-3: 5e-4 to 4e-3).",
 )
 NUM_CPU_DEVICES = flags.DEFINE_integer(
-    "num_cpu_devices", 2, "Logical CPU devices: MirroredStrategy's replicas when no GPU."
+    "num_cpu_devices",
+    1,
+    "Logical CPU devices: MirroredStrategy's replicas when no GPU. One replica uses the whole CPU; two on 2 cores "
+    "trained at 0.53-0.58 of its tokens/s (benchmarks/README.md).",
 )
 SEED = flags.DEFINE_integer("seed", 1, "Seed of the tuner's sampling.")
 REPORT_ONLY = flags.DEFINE_boolean(
