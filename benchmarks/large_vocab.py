@@ -100,10 +100,10 @@ def table(
 ) -> str:
     lines = [
         f"Corpus {corpus_name}, |V| = {vocab_size:,}; MLP9 shape, batch 256, ε_0 = {learning_rate:g}. Per epoch: "
-        "training seconds, tokens/s, exact valid perplexity, and exact test perplexity of the best epoch so far. Serving (in process, "
-        "every export timed in turn over several rounds): score tokens/s at batch 64 (against the full softmax in "
-        "the same round: median; range) and next_word p50 for one text. CPU steal: the share of the host's CPU "
-        "time its hypervisor took during the epoch's call (training and scoring; `benchmarks.host`).",
+        "training seconds, tokens/s, exact valid perplexity, and exact test perplexity of the best epoch so far. "
+        "Serving (in process, every export timed in turn over several rounds): score tokens/s at batch 64 (against "
+        "the full softmax in the same round: median; range) and next_word p50 for one text. CPU steal: the share of "
+        "the host's CPU time its hypervisor took during the epoch's call (training and scoring; `benchmarks.host`).",
         "",
         "| variant | epoch | seconds | tokens/s | valid ppl | test ppl | CPU steal | score tokens/s (batch 64) "
         "| next_word p50 |",
