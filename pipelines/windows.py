@@ -121,21 +121,24 @@ def window_dataset(
         lines = lines_dataset(split).batch(_FILTER_BATCH).map(_as_written(_nonblank)).unbatch()
         if shuffle:
             lines = lines.shuffle(_LINE_SHUFFLE_BUFFER, seed=seed * 7919 + epoch_value)
+
         # Each element is a batch of lines' windows; rebatch slices and joins
         # them as tensors, never as single windows, which keeps tf.data's
-        # per-element cost off the hot path.
-        windows = lines.batch(_WINDOW_BATCH).map(
-            _as_written(lambda batch: lines_windows(batch, table, order, vocab.bos_id, vocab.eos_id)),
-            num_parallel_calls=AUTOTUNE,
-            deterministic=True,
-        )
+        # per-element cost off the hot path. The windows are split into
+        # (context, target) before the last rebatch, once per block rather
+        # than once per training batch.
+        def windowed(batch):
+            found = lines_windows(batch, table, order, vocab.bos_id, vocab.eos_id)
+            return found if shuffle else split_window(found)
+
+        windows = lines.batch(_WINDOW_BATCH).map(_as_written(windowed), num_parallel_calls=AUTOTUNE, deterministic=True)
         if not shuffle:
             return windows.rebatch(batch_size)
         blocks = windows.rebatch(shuffle_buffer).enumerate()
 
         def mix(index, block):  # a uniform permutation of each block of windows
             key = tf.stack([tf.cast(seed, tf.int64), epoch_value * 1_000_003 + index])
-            return tf.random.experimental.stateless_shuffle(block, seed=key)
+            return split_window(tf.random.experimental.stateless_shuffle(block, seed=key))
 
         return blocks.map(_as_written(mix), num_parallel_calls=AUTOTUNE, deterministic=True).rebatch(batch_size)
 
@@ -143,6 +146,5 @@ def window_dataset(
         windows = tf.data.Dataset.from_tensors(0).flat_map(_as_written(lambda _: build(epoch.read_value())))
     else:
         windows = build(tf.constant(epoch or 0, tf.int64))
-    ds = windows.map(_as_written(split_window), num_parallel_calls=AUTOTUNE, deterministic=True)
-    ds = ds.apply(tf.data.experimental.assert_cardinality(num_batches(tokens, batch_size)))
+    ds = windows.apply(tf.data.experimental.assert_cardinality(num_batches(tokens, batch_size)))
     return ds.prefetch(AUTOTUNE).with_options(_OPTIONS)
