@@ -20,6 +20,7 @@ which takes 0.6-0.8 s off every command that loaded TensorFlow.
 from __future__ import annotations
 
 import atexit
+import contextlib
 import errno
 import gc
 import os
@@ -35,6 +36,19 @@ from pipelines import interrupts
 from pipelines.errors import UserError
 
 USER_ERRORS = (UserError, FileNotFoundError)
+
+
+def error_sentence(error: BaseException) -> str:
+    """A user error's sentence; a missing file's names the user's path, not the temporary one it was being
+    written under (`pipelines.files.atomic_output`)."""
+    if isinstance(error, OSError) and error.filename:
+        name = os.path.basename(str(error.filename))
+        final = re.sub(r"^\.tmp-\d+-", "", name)
+        path = os.path.join(os.path.dirname(str(error.filename)), final)
+        return f"{path}: {error.strerror or error}."
+    return str(error)
+
+
 # The lines TensorFlow's libraries print while loading: absl's pre-init notice and INFO/WARNING records.
 _START_UP_NOISE = re.compile(r"^(WARNING: All log messages before absl::InitializeLog\(\)|[IW]\d{4} )")
 
@@ -80,6 +94,22 @@ def positive_ints(flag: flags.FlagHolder, vocab_size: int | None = None, require
     return values
 
 
+BROKEN_PIPE_EXIT = 128 + 13  # what a shell reports for a process ended by SIGPIPE, as coreutils' are
+
+
+@contextlib.contextmanager
+def quiet_broken_pipe():
+    """Standard output's reader went away (`... | head -1`): stop quietly, as coreutils and KenLM's tools do,
+    with SIGPIPE's exit status and no traceback (nor Python's own complaint when it flushes at exit)."""
+    try:
+        yield
+    except BrokenPipeError:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())  # the exit's flush of what is buffered goes nowhere
+        os.close(devnull)
+        sys.exit(BROKEN_PIPE_EXIT)
+
+
 def fail(message: str, code: int = 1) -> None:
     print(f"error: {message}", file=sys.stderr, flush=True)
     sys.exit(code)
@@ -106,8 +136,55 @@ def flag_error_sentence(message: str) -> str:
     return message.rstrip(".") + "."
 
 
+HELP_FLAGS = {"help": False, "helpshort": False, "?": False, "h": False, "helpfull": True}
+PROJECT_PACKAGES = ("nplm_tf", "pipelines", "tuning", "benchmarks")
+_main_module = {"name": "__main__"}  # the module whose `main` app.run runs: its docstring is the help's text
+
+
+def _flags_key(module_name: str) -> str:
+    """The name absl files a module's flags under: a script run as __main__ is filed under sys.argv[0]."""
+    return sys.argv[0] if module_name == "__main__" else module_name
+
+
+def help_text(full: bool) -> str:
+    """The binary's help: its module's docstring, then its flags; the project's other flags it defines
+    (corpus, precision, ...) after them; with `full`, absl's own last."""
+    module = sys.modules.get(_main_module["name"]) or sys.modules["__main__"]
+    doc = (module.__doc__ or "").strip("\n")
+    main_key = _flags_key(_main_module["name"])
+    by_module = flags.FLAGS.flags_by_module_dict()
+    ours = lambda name: name == main_key or name.split(".")[0] in PROJECT_PACKAGES or name.endswith(".py")  # noqa: E731
+    order = [main_key] if main_key in by_module else []
+    order += sorted(name for name in by_module if name != main_key and ours(name))
+    if full:
+        order += sorted(name for name in by_module if not ours(name))
+    sections = [flags.FLAGS.module_help(name).strip("\n") for name in order]
+    text = f"{doc}\n\nflags:\n\n" + "\n\n".join(s for s in sections if s)
+    if not full:
+        text += "\n\n--helpfull also lists absl's own flags (logging, verbosity, ...)."
+    return text + "\n"
+
+
+def _help_requested(argv: list[str]) -> bool | None:
+    """None, or whether the full help was asked for (`--help`, `-?`, `-h`, `--helpshort`: short; `--helpfull`)."""
+    for arg in argv[1:]:
+        if arg == "--":
+            return None
+        name = arg.lstrip("-").split("=", 1)[0]
+        if arg.startswith("-") and name in HELP_FLAGS:
+            return HELP_FLAGS[name]
+    return None
+
+
 def _parse_flags(argv: list[str]) -> list[str]:
-    """absl's parser, its errors given as one sentence (usage errors exit 2)."""
+    """absl's parser, its errors given as one sentence (usage errors exit 2). `--help` and `--helpfull` print
+    the binary's help on standard output and exit 0, whether run as `python -m` or as an installed command."""
+    full = _help_requested(argv)
+    if full is not None:
+        with quiet_broken_pipe():
+            sys.stdout.write(help_text(full))
+            sys.stdout.flush()
+        sys.exit(0)
     try:
         return flags.FLAGS(argv)
     except (flags.Error, ValueError) as e:  # ValueError: "--nodirect=3 does not take an argument"
@@ -199,12 +276,10 @@ def guarded(
             fail(f"unexpected arguments {argv[1:]}; every option is a --flag.", 2)
         interrupts.install()  # a Ctrl-C that Python drops (raised inside a __del__) is raised again
         try:
-            args = (argv,) if check is None else (argv, check())
-            if tensorflow:
-                import_tensorflow_quietly()
-            main(*args)
+            with quiet_broken_pipe():
+                _call(argv)
         except USER_ERRORS as e:
-            fail(str(e))
+            fail(error_sentence(e))
         except Exception as e:  # memory or disk run out: one sentence; any other error propagates
             sentence = exhausted_resource_sentence(e)
             if sentence is None:
@@ -212,6 +287,12 @@ def guarded(
             fail(sentence)
         except KeyboardInterrupt:
             fail(INTERRUPTED_RESUMABLE if resumable else INTERRUPTED, 130)
+
+    def _call(argv: list[str]) -> None:
+        args = (argv,) if check is None else (argv, check())
+        if tensorflow:
+            import_tensorflow_quietly()
+        main(*args)
 
     return wrapped
 
@@ -237,6 +318,7 @@ def run(
     run again)."""
     import logging
 
+    _main_module["name"] = main.__module__
     _silence_known_warnings()
     atexit.register(collect_then_freeze)
     logging.getLogger("tensorflow").setLevel(logging.ERROR)  # per-batch distribute chatter

@@ -15,6 +15,7 @@ import os
 import re
 import shutil
 import stat
+import tempfile
 import time
 from typing import Callable, Iterator
 
@@ -89,10 +90,28 @@ def remove_empty_directories(directories: list[str]) -> None:
             return
 
 
+def _probe(flag: str, path: str, directory: str) -> None:
+    """Creates and removes a file in `directory`: the one sure test that the output can be written there
+    (permission bits say nothing to root, nor about /proc, a read-only mount or a full quota)."""
+    try:
+        fd, name = tempfile.mkstemp(prefix=f"{TMP_PREFIX}{os.getpid()}-probe-", dir=directory)
+    except OSError as e:
+        raise UserError(f"--{flag}={path} cannot be written: {e.strerror or e} in {directory}.") from None
+    os.close(fd)
+    os.remove(name)
+
+
 def check_output_dir(flag: str, path: str) -> None:
-    """Refuses an output directory that names a file, before anything runs (it is made later, when needed)."""
+    """Refuses an output directory that names a file, or that cannot be written (or made, where it is missing),
+    before anything runs (it is made later, when needed)."""
     if os.path.exists(path) and not os.path.isdir(path):
         raise UserError(f"--{flag}={path} is a file, not a directory.")
+    existing = os.path.abspath(path)
+    while not os.path.exists(existing):
+        existing = os.path.dirname(existing)
+    if not os.path.isdir(existing):
+        raise UserError(f"--{flag}={path}: {existing} is a file, not a directory.")
+    _probe(flag, path, existing)
 
 
 def check_output_file(flag: str, path: str) -> None:
@@ -109,6 +128,7 @@ def check_output_file(flag: str, path: str) -> None:
         raise UserError(f"--{flag}={path}: its directory {directory} does not exist; create it first.")
     if not os.access(directory, os.W_OK | os.X_OK):
         raise UserError(f"--{flag}={path}: its directory {directory} is not writable.")
+    _probe(flag, path, directory)
 
 
 def replace_atomically(path: str, write: Callable[[str], None]) -> None:
