@@ -20,6 +20,7 @@ setup(
         "scipy>=1.11,<2",  # with scikit-learn, keras-tuner's BayesianOptimization (tuning.search --tuner=bayesian)
         "scikit-learn>=1.3,<2",
         "numpy>=1.26,<3",
+        "h5py>=3.10,<4",  # the NumPy inference path reads the saved weights without TensorFlow
     ],
     extras_require={
         "test": ["pytest==9.2.0", "pytest-xdist==3.8.0", "kenlm==0.3.0", "ruff==0.17.6"]

@@ -3,8 +3,8 @@
     python -m nplm_tf.neighbors --model_dir=runs/mlp9 --words=dog,Monday,said [--k=10]
     python -m nplm_tf.neighbors --model_dir=runs/mlp9 --plot=words.png [--plot_words=300] [--projector]
 
---plot draws the most frequent words on the first two principal components of their features;
---projector writes the features for TensorBoard's Embedding Projector into MODEL_DIR/logs/projector
+--plot draws the most frequent words on the first two principal components of their features, the --words
+and their --k neighbours highlighted and labelled (the others labelled where a label fits); --projector writes the features for TensorBoard's Embedding Projector into MODEL_DIR/logs/projector
 (training writes them too): `tensorboard --logdir=MODEL_DIR/logs`, tab "Projector".
 """
 
@@ -46,18 +46,21 @@ def main(argv, checked):
     from nplm_tf import run_dir
     from nplm_tf.tools import embeddings
 
-    _, vocab, model = run_dir.load_trained(MODEL_DIR.value)
-    table = embeddings.features(model)
+    vocab = run_dir.RunDir(MODEL_DIR.value).load_vocab()
+    table = embeddings.features_of(MODEL_DIR.value)  # NumPy: no TensorFlow unless --projector
     index = {w: i for i, w in enumerate(vocab.words)}
     unknown = [w for w in words() if w not in index]
+    asked = {}
     for word in words():
         if word in index:
             pairs = embeddings.nearest(table, index[word], K.value)
+            asked[index[word]] = [i for i, _ in pairs]
             print(f"{word}:\t" + "\t".join(f"{vocab.words[i]} {cosine:.3f}" for i, cosine in pairs), flush=True)
     if PLOT.value:
-        embeddings.plot(table, vocab, PLOT.value, PLOT_WORDS.value)
+        embeddings.plot(table, vocab, PLOT.value, PLOT_WORDS.value, asked)
         print(f"wrote {PLOT.value}")
     if PROJECTOR.value:
+        app.import_tensorflow_quietly()
         print(f"wrote {embeddings.write_projector(run_dir.RunDir(MODEL_DIR.value), vocab, table)}")
     if unknown:
         app.fail(f"not in the model's vocabulary: {', '.join(unknown)} (the others are answered above).")
@@ -65,7 +68,7 @@ def main(argv, checked):
 
 
 def run():
-    app.run(main, check)
+    app.run(main, check, tensorflow=False)  # TensorFlow only for --projector
 
 
 if __name__ == "__main__":

@@ -11,7 +11,8 @@ then, after the last line, "Perplexity including OOVs", "Perplexity excluding OO
 Differences from KenLM: ids are this model's (`</s>` = 0, `<unk>` = 1); n is the number of words the
 network saw, the predicted one included (min(position + 1, order)), not a matched n-gram's length. A blank
 line is an empty sentence, `</s>` alone, as in KenLM. --ngram_only scores with the n-gram alone, as KenLM
-would.
+would. A model directory that keeps a mixture (`evaluate --save_mixture`) is scored with it unless
+--nomixture. The network is computed in NumPy (float32, no TensorFlow) unless --precision names one.
 """
 
 from absl import flags
@@ -25,7 +26,15 @@ NGRAM_DIR = app.define_path(
 )
 NGRAM_ONLY = flags.DEFINE_boolean("ngram_only", False, "With --ngram_dir: score with the n-gram alone (λ = 0).")
 BATCH_LINES = flags.DEFINE_integer("batch_lines", 10_000, "Lines read and scored together.")
-PRECISION = run_dir.precision_flag("Score")
+MIXTURE = flags.DEFINE_boolean(
+    "mixture", True, "Without --ngram_dir: score with the mixture MODEL_DIR/mixture.json keeps, when it has one."
+)
+PRECISION = flags.DEFINE_enum(
+    "precision",
+    None,
+    ["float32", "mixed_bfloat16"],
+    "Score with TensorFlow in this precision (default: NumPy in float32, without TensorFlow: the same weights).",
+)
 
 
 def format_line(score, order: int) -> str:
@@ -49,11 +58,14 @@ def check() -> None:
 
 
 def main(argv, checked):
+    if PRECISION.value is not None:
+        app.import_tensorflow_quietly()
     from nplm_tf.tools import lines as lines_lib
     from nplm_tf.tools.text_input import read_lines
 
-    mode = "network" if not NGRAM_DIR.value else "ngram" if NGRAM_ONLY.value else "mixture"
-    scorer = lines_lib.LineScorer(MODEL_DIR.value, NGRAM_DIR.value, mode, PRECISION.value)
+    ngram_dir = NGRAM_DIR.value or (lines_lib.saved_mixture_ngram(MODEL_DIR.value) if MIXTURE.value else None)
+    mode = "network" if not ngram_dir else "ngram" if NGRAM_ONLY.value else "mixture"
+    scorer = lines_lib.LineScorer(MODEL_DIR.value, ngram_dir, mode, PRECISION.value)
     order = scorer.ngram.order if mode == "ngram" else scorer.config.order
     total, tokens, oov_total, oov_tokens = 0.0, 0, 0.0, 0
     batch = []
@@ -85,7 +97,7 @@ def main(argv, checked):
 
 
 def run():
-    app.run(main, check)
+    app.run(main, check, tensorflow=False)  # NumPy unless --precision
 
 
 if __name__ == "__main__":

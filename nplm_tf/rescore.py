@@ -6,8 +6,10 @@
 Reads `id ||| hypothesis ||| feature scores ||| total` lines on standard input and writes them with
 `NAME= log10P` appended to the feature scores (the hypothesis scored as one line: its words, then </s>, as
 `nplm_tf.query` prints it in "Total:"). Hypotheses are scored in batches of --batch_lines. A line that is
-not in this format is reported (one sentence naming its line number) and left out; the others are written,
-and the exit status is then 1.
+not in this format is reported (a warning naming its line number) and left out; the others are written, and
+the run ends with one sentence counting them and exit status 1. A model directory that keeps a mixture
+(`evaluate --save_mixture`) is scored with it unless --nomixture; the network is computed in NumPy (float32,
+no TensorFlow) unless --precision names one.
 """
 
 import sys
@@ -21,7 +23,15 @@ MODEL_DIR = app.define_path("model_dir", None, "A directory written by nplm_tf.t
 NGRAM_DIR = app.define_path("ngram_dir", None, "Score with the network mixed with this nplm_tf.ngram model.")
 FEATURE_NAME = flags.DEFINE_string("feature_name", "NPLM", "Name of the appended feature.")
 BATCH_LINES = flags.DEFINE_integer("batch_lines", 10_000, "Hypotheses read and scored together.")
-PRECISION = run_dir.precision_flag("Score")
+MIXTURE = flags.DEFINE_boolean(
+    "mixture", True, "Without --ngram_dir: score with the mixture MODEL_DIR/mixture.json keeps, when it has one."
+)
+PRECISION = flags.DEFINE_enum(
+    "precision",
+    None,
+    ["float32", "mixed_bfloat16"],
+    "Score with TensorFlow in this precision (default: NumPy in float32, without TensorFlow: the same weights).",
+)
 
 
 def check() -> None:
@@ -36,12 +46,14 @@ def check() -> None:
 
 
 def main(argv, checked):
+    if PRECISION.value is not None:
+        app.import_tensorflow_quietly()
     from nplm_tf.tools import lines as lines_lib
     from nplm_tf.tools import nbest
     from nplm_tf.tools.text_input import read_lines
 
-    mode = "mixture" if NGRAM_DIR.value else "network"
-    scorer = lines_lib.LineScorer(MODEL_DIR.value, NGRAM_DIR.value, mode, PRECISION.value)
+    ngram_dir = NGRAM_DIR.value or (lines_lib.saved_mixture_ngram(MODEL_DIR.value) if MIXTURE.value else None)
+    scorer = lines_lib.LineScorer(MODEL_DIR.value, ngram_dir, "mixture" if ngram_dir else "network", PRECISION.value)
     entries, bad = [], 0
 
     def flush():
@@ -56,7 +68,7 @@ def main(argv, checked):
             if entry is None:
                 bad += 1
                 print(
-                    f"error: line {number} is not an n-best line (id ||| hypothesis ||| features ||| total); "
+                    f"warning: line {number} is not an n-best line (id ||| hypothesis ||| features ||| total); "
                     "it is left out.",
                     file=sys.stderr,
                     flush=True,
@@ -68,11 +80,15 @@ def main(argv, checked):
     finally:
         flush()
     if bad:
+        print(
+            f"error: {bad:,} line(s) were not n-best lines and were left out; the others were rescored.",
+            file=sys.stderr,
+        )
         sys.exit(1)
 
 
 def run():
-    app.run(main, check)
+    app.run(main, check, tensorflow=False)  # NumPy unless --precision
 
 
 if __name__ == "__main__":

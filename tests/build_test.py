@@ -19,6 +19,7 @@ from tests import helpers
 REQUIREMENTS = {
     "absl": "absl-py",
     "google": "protobuf",
+    "h5py": "h5py",
     "keras": "keras",
     "keras_tuner": "keras-tuner",
     "kenlm": "kenlm",

@@ -366,6 +366,21 @@ class KneserNey:
             ids = kid
         return (matched * backoff_product)[data.predicted]
 
+    def token_list_masses(self, data: TokenArrays, base: float, deltas: list[np.ndarray]) -> np.ndarray:
+        """m(C) = Σ_{j<N} p(j | C) for every predicted position's context, from `short_list_tables(N)`'s `base`
+        and `deltas`: the recursion m(h) = Δ(h) + γ(h)·m(h') from the unigram up through the context's suffixes
+        (an unseen one has γ = 1, Δ = 0), as `shortlist.ShortListTail.list_mass` computes it in the graph."""
+        ids = data.tokens
+        mass = np.full(ids.size, base)
+        for k in range(2, self.order + 1):
+            context = np.where(data.offset >= k - 1, np.roll(ids, 1), -1)  # h_k: the (k-1)-gram before
+            seen = context >= 0
+            where = np.maximum(context, 0)
+            gamma = np.where(seen, self.orders[k - 1].backoff[where], 1.0)
+            mass = np.where(seen, deltas[k - 2][where], 0.0) + gamma * mass
+            ids = self.extend_ids(ids, data, k)
+        return mass[data.predicted]
+
     def context_counts(self, data: TokenArrays) -> np.ndarray:
         """Train count of each predicted token's (N-1)-word context (0 if unseen or cut by <s>)."""
         totals = self.context_totals()

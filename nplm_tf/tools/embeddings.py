@@ -35,27 +35,136 @@ def nearest(table: np.ndarray, word_id: int, k: int) -> list[tuple[int, float]]:
     return [(int(i), float(cosine[i])) for i in best]
 
 
-def plot(table: np.ndarray, vocab: vocab_lib.Vocabulary, path: str, count: int) -> None:
-    """The `count` most frequent words (</s> and <unk> left out) projected on their first two principal axes."""
+def features_of(model_dir: str) -> np.ndarray:
+    """C without the `<s>` row, (|V|, m) float32, read from a run's best weights without TensorFlow."""
+    from nplm_tf.inference.network import read_weights
+
+    run = RunDir(model_dir)
+    vocab_size = run.load_vocab().size
+    return read_weights(run.best_weights, run.read_config(), vocab_size)["C"][:vocab_size]
+
+
+def plot(
+    table: np.ndarray,
+    vocab: vocab_lib.Vocabulary,
+    path: str,
+    count: int,
+    asked: dict[int, list[int]] | None = None,
+) -> dict[int, tuple[float, float, float, float]]:
+    """The `count` most frequent words (</s> and <unk> left out) projected on their first two principal axes,
+    with `asked` (word id -> its neighbours' ids) drawn on top: each asked word and its neighbours in a colour
+    of their own, every one labelled. The other words are labelled only where a label overlaps no other
+    (the most frequent first), so the picture stays readable at any `count`. Returns each labelled word's
+    label box (x0, y0, x1, y1) in the figure's pixels."""
     import matplotlib
 
     matplotlib.use("Agg")
     from matplotlib import pyplot as plt
 
-    ids = np.arange(2, min(vocab.size, count + 2))
+    asked = asked or {}
+    background = np.arange(2, min(vocab.size, count + 2))
+    highlighted = [i for word, near in asked.items() for i in (word, *near)]
+    ids = np.array(list(dict.fromkeys([*background.tolist(), *highlighted])), np.int64)
     points = table[ids] - table[ids].mean(axis=0)
     _, _, axes = np.linalg.svd(points, full_matrices=False)
-    xy = points @ axes[:2].T  # (count, 2)
+    xy = dict(zip(ids.tolist(), points @ axes[:2].T))  # id -> (x, y)
     fig, ax = plt.subplots(figsize=(14, 11), dpi=100)
-    ax.scatter(xy[:, 0], xy[:, 1], s=4, color="tab:blue", alpha=0.5)
-    for (x, y), i in zip(xy, ids):
-        ax.annotate(vocab.words[i], (x, y), fontsize=7, alpha=0.85, xytext=(2, 2), textcoords="offset points")
-    ax.set_title(f"word features C(i) of the {len(ids)} most frequent words, first two principal components")
+    back = np.array([xy[i] for i in background.tolist()])
+    ax.scatter(back[:, 0], back[:, 1], s=5, color="0.6", alpha=0.6, zorder=1)
+    colours = plt.get_cmap("tab10")
+    for n, (word, near) in enumerate(asked.items()):
+        group = np.array([xy[i] for i in (word, *near)])
+        ax.scatter(group[1:, 0], group[1:, 1], s=22, color=colours(n % 10), zorder=3)
+        ax.scatter(
+            group[:1, 0], group[:1, 1], s=90, color=colours(n % 10), marker="*", zorder=4, label=vocab.words[word]
+        )
+    ax.autoscale_view()
+    fig.canvas.draw()  # the limits and the renderer that label extents are measured with
+    renderer = fig.canvas.get_renderer()
+    placed = []  # the label boxes drawn so far, in display coordinates
+    boxes = {}
+
+    def label(i, must: bool, **style) -> None:
+        """Writes word i's label at the first offset where it overlaps no label drawn so far; one that `must`
+        show goes, failing that, where it overlaps least (farther out, with a line to its point)."""
+        best = None
+        for dx, dy in _LABEL_OFFSETS if must else _LABEL_OFFSETS[:4]:
+            ha, va = ("left" if dx >= 0 else "right"), ("bottom" if dy >= 0 else "top")
+            text = ax.annotate(
+                vocab.words[i], xy[i], xytext=(dx, dy), textcoords="offset points", ha=ha, va=va, **style
+            )
+            box = text.get_window_extent(renderer).expanded(1.04, 1.08)
+            inside = fig.bbox.contains(box.x0, box.y0) and fig.bbox.contains(box.x1, box.y1)
+            overlap = sum(_overlap_area(box, other) for other in placed) + (0 if inside else 1e9)
+            if overlap == 0:
+                placed.append(box)
+                boxes[i] = tuple(text.get_window_extent(renderer).extents)
+                return
+            text.remove()
+            if best is None or overlap < best[0]:
+                best = (overlap, dx, dy, ha, va)
+        if must and best is not None:
+            _, dx, dy, ha, va = best
+            text = ax.annotate(
+                vocab.words[i],
+                xy[i],
+                xytext=(dx, dy),
+                textcoords="offset points",
+                ha=ha,
+                va=va,
+                arrowprops={"arrowstyle": "-", "color": style["color"], "lw": 0.5},
+                **style,
+            )
+            placed.append(text.get_window_extent(renderer))
+            boxes[i] = tuple(placed[-1].extents)
+
+    for n, (word, near) in enumerate(asked.items()):  # the asked words first, then their neighbours
+        label(word, True, fontsize=10, weight="bold", color=colours(n % 10), zorder=6)
+    for n, (word, near) in enumerate(asked.items()):
+        for i in near:
+            label(i, True, fontsize=9, color=colours(n % 10), zorder=5)
+    shown = set(highlighted)
+    for i in background.tolist():  # most frequent first, where a label fits
+        if i not in shown:
+            label(i, False, fontsize=7, color="0.3", zorder=2)
+    what = f"the {len(background)} most frequent words"
+    if asked:
+        what += " (grey) and " + ", ".join(vocab.words[w] for w in asked) + " with their nearest words"
+        ax.legend(loc="best", fontsize=9, title="asked", title_fontsize=9)
+    ax.set_title(f"word features C(i): {what}, on their first two principal components", fontsize=10)
     ax.set_xlabel("principal component 1")
     ax.set_ylabel("principal component 2")
     fig.tight_layout()
     files.replace_atomically(path, fig.savefig)
     plt.close(fig)
+    return boxes
+
+
+# Where a label may go, in points from its word's point: the four corners close by, then farther out.
+_LABEL_OFFSETS = [
+    (3, 3),
+    (-3, 3),
+    (3, -3),
+    (-3, -3),
+    (0, 12),
+    (0, -12),
+    (14, 0),
+    (-14, 0),
+    (12, 14),
+    (-12, 14),
+    (12, -14),
+    (-12, -14),
+    (0, 24),
+    (0, -24),
+    (26, 0),
+    (-26, 0),
+]
+
+
+def _overlap_area(a, b) -> float:
+    width = min(a.x1, b.x1) - max(a.x0, b.x0)
+    height = min(a.y1, b.y1) - max(a.y0, b.y0)
+    return width * height if width > 0 and height > 0 else 0.0
 
 
 def write_projector(run: RunDir, vocab: vocab_lib.Vocabulary, table: np.ndarray) -> str:

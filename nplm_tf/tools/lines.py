@@ -1,9 +1,11 @@
 """Exact scores of many lines of text at once, by the network, its mixture with an n-gram, or the n-gram alone.
 
-Lines go through the training pipeline (`tf.strings.split`, the vocabulary, `<s>` padding, windows that
-never cross a line) in batches, so thousands of lines score in one pass; each line predicts its words
-and `</s>`. A blank line is an empty sentence: it predicts `</s>` at the start of a line, as in KenLM's
-`query` and the SavedModel's `score` (the corpus readers skip blank lines instead: they are no unit of text).
+By default the network is computed in NumPy from the saved weights (`nplm_tf.inference.network`: float32,
+no TensorFlow, a start in a fraction of a second); given a precision, it runs in TensorFlow through the
+training pipeline (`tf.strings.split`, the vocabulary, `<s>` padding, windows that never cross a line).
+Either way each line predicts its words and `</s>`. A blank line is an empty sentence: it predicts `</s>` at
+the start of a line, as in KenLM's `query` and the SavedModel's `score` (the corpus readers skip blank lines
+instead: they are no unit of text).
 """
 
 from __future__ import annotations
@@ -14,17 +16,14 @@ import os
 import sys
 
 import numpy as np
-import tensorflow as tf
 
 from nplm_tf import run_dir
 from nplm_tf.baselines import build as ngram_lib
 from nplm_tf.baselines import mixture as mixture_lib
 from nplm_tf.baselines import network_mixture
 from nplm_tf.baselines.ngram_arrays import TokenArrays
-from nplm_tf.network import scoring
-from nplm_tf.training.data import eval_dataset
 from pipelines import corpus as corpus_lib
-from pipelines import corpus_flags, windows
+from pipelines import corpus_flags
 
 LOG10 = math.log(10)
 MODES = ("network", "mixture", "ngram")
@@ -41,26 +40,49 @@ class LineScore:
         return float(self.log10.sum())
 
 
+def saved_mixture_ngram(model_dir: str) -> str | None:
+    """The n-gram directory of MODEL_DIR/mixture.json (the mixture `evaluate --save_mixture` or training kept),
+    or None when the model has none: what the reading tools mix with unless told otherwise."""
+    saved = run_dir.RunDir(model_dir).read_mixture()
+    return saved["ngram_dir"] if saved else None
+
+
 class LineScorer:
     """Scores lines with a trained model directory, optionally mixed with (or replaced by) an n-gram.
 
     Args:
       model_dir: a directory written by `nplm_tf.train`.
       ngram_dir: an `nplm_tf.ngram` directory on the same vocabulary, or None.
-      mode: "network"; "mixture" (λ per context frequency, fitted on the model's own valid split when the
-        model directory holds no fit for this n-gram as it is now, then saved, as `evaluate --ngram_dir` does); or
-        "ngram" (the n-gram alone, as KenLM's `query` scores it).
-      precision: compute the network in this precision instead of the run's (`run_dir.load_trained`).
+      mode: "network"; "mixture" (λ per context frequency: the model directory's saved fit when it is for
+        this n-gram as it is now, else fitted on the model's own valid split, in memory: nothing is written);
+        or "ngram" (the n-gram alone, as KenLM's `query` scores it).
+      precision: None (the default): the network in NumPy, float32, without TensorFlow; else TensorFlow in this
+        precision (`run_dir.load_trained`).
     """
 
     def __init__(self, model_dir: str, ngram_dir: str | None = None, mode: str = "network", precision=None):
-        self.config, self.vocab, self.model = run_dir.load_trained(model_dir, precision)
-        self.model_dir, self.ngram_dir, self.mode = model_dir, ngram_dir, mode
+        self.model_dir, self.ngram_dir, self.mode, self.precision = model_dir, ngram_dir, mode, precision
+        self._model = self._numpy = None
+        if precision is None:
+            from nplm_tf.inference.network import NumpyNetwork
+
+            run = run_dir.check_trained(model_dir)
+            self.config, self.vocab = run.read_config(), run.load_vocab()
+            self._numpy = NumpyNetwork.load(model_dir) if mode != "ngram" else None
+        else:
+            self.config, self.vocab, self._model = run_dir.load_trained(model_dir, precision)
         self.ngram, self.weights = None, None
         if mode != "network":
             self.ngram = network_mixture.load_checked(self.vocab, ngram_dir)
         if mode == "mixture":
             self.weights = self._fitted_weights()
+
+    @property
+    def model(self):
+        """The Keras model (loaded with TensorFlow on first use where the scorer computes in NumPy)."""
+        if self._model is None:
+            _, _, self._model = run_dir.load_trained(self.model_dir, self.precision)
+        return self._model
 
     def _fitted_weights(self) -> np.ndarray:
         saved = run_dir.RunDir(self.model_dir).read_mixture()
@@ -74,22 +96,24 @@ class LineScorer:
         probs = {"valid": p_valid, "eval": p_valid}
         splits = {"valid": valid, "eval": valid}
         report = network_mixture.fit_and_score(
-            probs, splits, self.vocab, self.ngram, self.ngram_dir, self.model_dir, "eval", digest=digest
+            probs, splits, self.vocab, self.ngram, self.ngram_dir, "eval", digest=digest
         )
-        # Said: mixture.json decides what the next export serves.
-        if same:
-            why = "replacing the fit made before the n-gram was rebuilt"
-        else:
-            why = f"replacing the fit with {saved['ngram_dir']}" if saved else "the first fit there"
+        why = "its saved fit is for the n-gram before it was rebuilt" if same else "the model keeps no fit for it"
         print(
-            f"note: fitted the mixture with {self.ngram_dir} on the valid split and saved it in "
-            f"{run_dir.RunDir(self.model_dir).file(run_dir.MIXTURE)}, {why}; the next export serves it.",
+            f"note: fitted the mixture with {self.ngram_dir} on the valid split ({why}); nothing was saved: "
+            f"`nplm_tf.evaluate --model_dir={self.model_dir} --ngram_dir={self.ngram_dir} --save_mixture` keeps it.",
             file=sys.stderr,
             flush=True,
         )
         return np.asarray(report["context_frequency"]["weights"])
 
     def network_probabilities(self, split: corpus_lib.Split) -> np.ndarray:
+        if self._numpy is not None:
+            lines = [self.vocab.ids(corpus_lib.tokenize(line)) for line in split.iter_lines()]
+            return np.exp(self._numpy.line_log_probs([ids for ids in lines if ids]))
+        from nplm_tf.network import scoring
+        from nplm_tf.training.data import eval_dataset
+
         return scoring.token_probabilities(self.model, eval_dataset(split, self.vocab, self.config))
 
     def probabilities(self, split: corpus_lib.Split) -> np.ndarray:
@@ -103,6 +127,13 @@ class LineScorer:
         n-gram arrays of a split skip blank lines, so it is scored here on its own)."""
 
         def network():
+            if self._numpy is not None:
+                return np.exp(self._numpy.line_log_probs([[]]))
+            import tensorflow as tf
+
+            from nplm_tf.network import scoring
+            from pipelines import windows
+
             window = [[self.vocab.bos_id] * (self.config.order - 1) + [self.vocab.eos_id]]
             dataset = tf.data.Dataset.from_tensors(windows.split_window(tf.constant(window, tf.int64)))
             return scoring.token_probabilities(self.model, dataset)
