@@ -3,10 +3,16 @@
     python -m nplm_tf.evaluate --model_dir=DIR                  # the test split of its own corpus
     python -m nplm_tf.evaluate --model_dir=DIR --files='x/*.txt' --per_token=out.tsv
 
-Prints one JSON line: perplexity, tokens, oov_rate. --per_token writes one line
-per predicted token: the token (as the vocabulary sees it), ln P and log10 P
-(the network's; with --ngram_dir, --mixture_per_token writes the mixture's, and
-`nplm_tf.compare` compares two such files).
+    python -m nplm_tf.evaluate --model_dir=DIR --ngram_dir=KN --save_mixture   # fit, report, and keep the fit
+
+Prints the perplexity, tokens and OOV rate (and with --ngram_dir the mixtures' perplexities): a short table
+on a terminal, one JSON line when piped or with --format=json. --per_token writes one line per predicted
+token: the token (as the vocabulary sees it), ln P and log10 P (the network's; with --ngram_dir,
+--mixture_per_token writes the mixture's, and `nplm_tf.compare` compares two such files).
+
+The mixture's weights are fitted on the valid split and reported; nothing in DIR changes unless
+--save_mixture, which keeps the fit as DIR/mixture.json: `query`, `rescore`, `generate` and the next `export`
+of DIR then serve the mixture (each with --nomixture leaves it out).
 """
 
 import contextlib
@@ -17,7 +23,7 @@ import sys
 from absl import flags
 
 from nplm_tf import run_dir
-from pipelines import app, corpus_flags
+from pipelines import app, corpus_flags, tables
 
 MODEL_DIR = app.define_path("model_dir", None, "A directory written by nplm_tf.train.", required=True)
 SPLIT = flags.DEFINE_enum(
@@ -41,6 +47,15 @@ MIXTURE_PER_TOKEN = app.define_path(
     None,
     "With --ngram_dir: write the mixture's (one weight per context frequency) per-token file here, as --per_token.",
 )
+SAVE_MIXTURE = flags.DEFINE_boolean(
+    "save_mixture",
+    False,
+    "With --ngram_dir: keep the fitted weights as MODEL_DIR/mixture.json, which query, rescore, generate and "
+    "the next export then serve.",
+)
+FORMAT = flags.DEFINE_enum(
+    "format", None, ["table", "json"], "Output: a table (default on a terminal) or one JSON line (default when piped)."
+)
 PRECISION = run_dir.precision_flag("Score")
 PROGRESS = flags.DEFINE_boolean(
     "progress", None, "Show a progress bar of the batches on stderr (default: when stderr is a terminal)."
@@ -60,6 +75,10 @@ def check():
     run_dir.check_trained(MODEL_DIR.value)
     if MIXTURE_PER_TOKEN.value and not NGRAM_DIR.value:
         raise UserError("--mixture_per_token needs --ngram_dir (the n-gram the network is mixed with).")
+    if SAVE_MIXTURE.value and not NGRAM_DIR.value:
+        raise UserError("--save_mixture needs --ngram_dir (the n-gram the network is mixed with).")
+    if SAVE_MIXTURE.value:
+        files.check_output_file("save_mixture", run_dir.RunDir(MODEL_DIR.value).file(run_dir.MIXTURE))
     for flag in (PER_TOKEN, MIXTURE_PER_TOKEN):
         if flag.value:
             files.check_output_file(flag.name, flag.value)
@@ -119,10 +138,48 @@ def main(argv, checked):
     summary = {"perplexity": result.perplexity, "tokens": result.tokens, "oov_rate": result.oov_rate}
     if NGRAM_DIR.value:
         eval_probs = np.exp(-np.concatenate(nll_parts))
-        summary["mixture"] = mix_with_ngram(
+        report = mix_with_ngram(
             config, vocab, model, corpus["valid"], split, eval_probs, progress, MIXTURE_PER_TOKEN.value
         )
-    print(json.dumps(summary))
+        fit = report.pop("fit")
+        summary["mixture"] = report
+    form = FORMAT.value or ("table" if tables.on_terminal() else "json")
+    print(json.dumps(summary) if form == "json" else summary_table(summary), flush=True)
+    if NGRAM_DIR.value:
+        from nplm_tf.baselines import network_mixture
+
+        if SAVE_MIXTURE.value:
+            saved = network_mixture.save_fit(MODEL_DIR.value, {"fit": fit})
+            print(
+                f"saved the weights per context frequency in {saved}: query, rescore, generate and the next export "
+                f"of {MODEL_DIR.value} now serve the mixture with {fit['ngram_dir']} (--nomixture leaves it out).",
+                file=sys.stderr,
+            )
+        else:
+            print(
+                f"note: nothing was saved; --save_mixture keeps this fit in {MODEL_DIR.value}, whose tools and "
+                "exports then serve the mixture.",
+                file=sys.stderr,
+            )
+
+
+def summary_table(summary: dict) -> str:
+    """The results as a person reads them on a terminal."""
+    rows = [["network", f"{summary['perplexity']:.2f}", ""]]
+    mixture = summary.get("mixture")
+    if mixture:
+        rows += [
+            [f"n-gram (order {mixture['ngram_order']})", f"{mixture['ngram_perplexity']:.2f}", ""],
+            ["mixture, λ = 0.5", f"{mixture['fixed_0.5']['perplexity']:.2f}", "0.5"],
+            ["mixture, λ by EM on valid", f"{mixture['em']['perplexity']:.2f}", f"{mixture['em']['weight']:.3f}"],
+            [
+                "mixture, λ per context frequency",
+                f"{mixture['context_frequency']['perplexity']:.2f}",
+                " ".join(f"{w:.2f}" for w in mixture["context_frequency"]["weights"]),
+            ],
+        ]
+    table = tables.text_table(["model", "perplexity", "λ (network's weight)"], rows, right=[False, True, False])
+    return f"{table}\n\n{summary['tokens']:,} predicted tokens, OOV rate {summary['oov_rate']:.2%}"
 
 
 def mix_with_ngram(config, vocab, model, valid, split, eval_probs, progress=False, per_token=None):
@@ -135,7 +192,7 @@ def mix_with_ngram(config, vocab, model, valid, split, eval_probs, progress=Fals
     valid_probs = scoring.token_probabilities(model, eval_dataset(valid, vocab, config), progress)
     probs = {"valid": valid_probs, "eval": eval_probs}
     return network_mixture.fit_and_score(
-        probs, {"valid": valid, "eval": split}, vocab, ngram, NGRAM_DIR.value, MODEL_DIR.value, "eval", per_token
+        probs, {"valid": valid, "eval": split}, vocab, ngram, NGRAM_DIR.value, "eval", per_token
     )
 
 

@@ -17,8 +17,8 @@ weights, never TensorFlow), and prints one row a run:
 
 Rows come best first by --sort (valid, test, or name); a run without the figure sorts last. Directories the
 globs match that are not model directories (no `config.json`) are left out, with a note on stderr; none at all
-is an error. `--format=markdown` (the default) prints a table to paste, `tsv` one to read with other tools,
-`json` a list of objects.
+is an error. `--format=table` (the default on a terminal) aligns the columns, `markdown` (the default when
+piped) prints a table to paste, `tsv` one to read with other tools, `json` a list of objects.
 
 `--plot=FILE` (`.png`, `.pdf` or `.svg`) also draws the runs' learning curves: the validation perplexity after
 each epoch, over epochs (left) and over the training seconds spent so far (right, validation passes not
@@ -44,7 +44,12 @@ MODEL_DIRS = flags.DEFINE_string(
     "model_dirs", "runs/*", "Model directories: comma-separated directories or globs (quote them for the shell)."
 )
 SORT = flags.DEFINE_enum("sort", "valid", ["valid", "test", "name"], "Order of the rows: best first, or by name.")
-FORMAT = flags.DEFINE_enum("format", "markdown", ["markdown", "tsv", "json"], "Output format.")
+FORMAT = flags.DEFINE_enum(
+    "format",
+    None,
+    ["table", "markdown", "tsv", "json"],
+    "Output format (default: an aligned table on a terminal, Markdown when piped).",
+)
 PLOT = flags.DEFINE_string(
     "plot",
     None,
@@ -152,6 +157,12 @@ def render(rows: list[dict], form: str) -> str:
     if form == "json":
         return json.dumps(rows, indent=2)
     table = [[cell(c, row[c]) for c in COLUMNS] for row in rows]
+    if form == "table":
+        from pipelines import tables
+
+        return tables.text_table(
+            COLUMNS, table, right=[c not in ("run", "corpus", "settings", "status") for c in COLUMNS]
+        )
     if form == "tsv":
         return "\n".join("\t".join(line) for line in [list(COLUMNS), *table])
     escaped = [[text.replace("|", "\\|") for text in line] for line in table]
@@ -249,7 +260,10 @@ def check():
 
 def main(argv, checked):
     rows, others = checked
-    print(render(ordered(rows, SORT.value), FORMAT.value))
+    from pipelines import tables
+
+    form = FORMAT.value or ("table" if tables.on_terminal() else "markdown")
+    print(render(ordered(rows, SORT.value), form))
     if others:
         shown = ", ".join(others[:5]) + (f" and {len(others) - 5} more" if len(others) > 5 else "")
         which = "directory" if len(others) == 1 else "directories"

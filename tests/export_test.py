@@ -264,7 +264,13 @@ def test_mixture_export_serves_evaluates_probabilities(run, tmp_path, smoothing,
     # The n-gram named relative to evaluate's directory: mixture.json keeps its absolute path, so that export
     # (and training on) from another directory find it (once "no longer exists").
     evaluated = helpers.run_binary(
-        "nplm_tf.evaluate", f"--model_dir={work}", "--ngram_dir=ngram", "--corpus=files", *files, cwd=str(tmp_path)
+        "nplm_tf.evaluate",
+        f"--model_dir={work}",
+        "--ngram_dir=ngram",
+        "--save_mixture",
+        "--corpus=files",
+        *files,
+        cwd=str(tmp_path),
     )
     assert evaluated.returncode == 0, evaluated.stderr[-3000:]
     assert json.load(open(os.path.join(work, "mixture.json")))["ngram_dir"] == kn_dir
@@ -356,7 +362,12 @@ def test_a_mixture_with_a_longer_n_gram_than_the_network_is_served_as_evaluate_m
     assert built.returncode == 0, built.stderr[-2000:]
     shutil.copytree(model_dir, work)
     evaluated = helpers.run_binary(
-        "nplm_tf.evaluate", f"--model_dir={work}", f"--ngram_dir={kn_dir}", f"--mixture_per_token={mixed}", *files
+        "nplm_tf.evaluate",
+        f"--model_dir={work}",
+        f"--ngram_dir={kn_dir}",
+        f"--mixture_per_token={mixed}",
+        "--save_mixture",
+        *files,
     )
     assert evaluated.returncode == 0, evaluated.stderr[-2000:]
     expected = [float(line.split("\t")[1]) for line in open(mixed, encoding="utf-8")]
@@ -388,15 +399,16 @@ def test_weights_fitted_with_an_n_gram_since_rebuilt_in_place_are_not_served_wit
     ngram_lib.train_ngram(3, kn_dir, corpus, min_count=1, arpa=False)
     config, vocab, model = run_dir.load_trained(work)
     probs = {name: scoring.token_probabilities(model, eval_dataset(corpus[name], vocab, config)) for name in SPLITS}
-    network_mixture.fit_and_score(
+    report = network_mixture.fit_and_score(
         probs,
         {name: corpus[name] for name in SPLITS},
         vocab,
         network_mixture.load_checked(vocab, kn_dir),
         kn_dir,
-        work,
         "test",
     )
+    assert not os.path.exists(os.path.join(work, "mixture.json"))  # fitting saves nothing
+    network_mixture.save_fit(work, report)
     fitted = json.load(open(os.path.join(work, "mixture.json")))
     assert saved_model.load_mixture(work, vocab)[1] == fitted
     ngram_lib.train_ngram(3, kn_dir, corpus, min_count=1, arpa=False)  # the same model again: still served
@@ -412,11 +424,12 @@ def test_weights_fitted_with_an_n_gram_since_rebuilt_in_place_are_not_served_wit
 
     queried = helpers.run_binary("nplm_tf.query", f"--model_dir={work}", f"--ngram_dir={kn_dir}", input="the cat\n")
     assert queried.returncode == 0, queried.stderr[-2000:]  # query and rescore fit the weights again, with the bigram
-    assert f"note: fitted the mixture with {kn_dir} on the valid split and saved it in " in queried.stderr
-    assert ", replacing the fit made before the n-gram was rebuilt; the next export serves it." in queried.stderr
-    refit = json.load(open(os.path.join(work, "mixture.json")))
-    assert refit["ngram_order"] == 2 and refit["ngram_digest"] != fitted["ngram_digest"]
-    assert saved_model.load_mixture(work, vocab)[1] == refit
+    assert f"note: fitted the mixture with {kn_dir} on the valid split (its saved fit is for the n-gram" in queried.stderr
+    assert "nothing was saved" in queried.stderr  # reading tools read: the stale fit stays, still refused
+    assert json.load(open(os.path.join(work, "mixture.json"))) == fitted
+    # The same from a directory that keeps the stale fit and is queried without --ngram_dir: its n-gram again.
+    default = helpers.run_binary("nplm_tf.query", f"--model_dir={work}", input="the cat\n")
+    assert default.returncode == 0 and "its saved fit is for the n-gram" in default.stderr, default.stderr[-2000:]
 
     # The scorer behind query and rescore, fitting again in process: it reads the n-gram, checks its
     # vocabulary and digests it once (its fit read and checked both a second time, then digested it again).

@@ -172,7 +172,8 @@ def network(corpus_flags, tmp_path_factory):
 
 
 def test_evaluate_mixes_with_the_ngram_and_saves_the_weights(network, kn3, corpus_flags):
-    result = helpers.run_binary("nplm_tf.evaluate", f"--model_dir={network}", f"--ngram_dir={kn3[0]}", *corpus_flags[0])
+    args = [f"--model_dir={network}", f"--ngram_dir={kn3[0]}", "--save_mixture", *corpus_flags[0]]
+    result = helpers.run_binary("nplm_tf.evaluate", *args)
     assert result.returncode == 0, result.stderr[-3000:]
     out = json.loads(result.stdout.strip().splitlines()[-1])
     mix = out["mixture"]

@@ -44,21 +44,29 @@ def fitted_with(saved: dict, ngram, digest: str | None = None) -> bool:
     return "ngram_digest" not in saved or saved["ngram_digest"] == (digest or ngram_lib.digest(ngram))
 
 
+def save_fit(model_dir: str, report: dict) -> str:
+    """Saves a `fit_and_score` report's fit as MODEL_DIR/mixture.json, which the model's tools and exports then
+    serve; returns the file's path."""
+    run = RunDir(model_dir)
+    run.write_mixture(report["fit"])
+    return run.file("mixture.json")
+
+
 def fit_and_score(
     nn_probs: dict[str, np.ndarray],
     splits: dict[str, corpus_lib.Split],
     vocab: vocab_lib.Vocabulary,
     ngram,
     ngram_dir: str,
-    model_dir: str,
     eval_split: str,
     per_token: str | None = None,
     digest: str | None = None,
 ) -> dict:
-    """Fits the three mixtures on `valid`, reports them on `eval_split`, saves the weights; `ngram`: the model
-    in `ngram_dir`, on the network's vocabulary (`load_checked`); `per_token`: a file to write the eval split's
-    ln P per token under the mixture with one weight per context frequency; `digest`: `ngram`'s, when the caller
-    has it (default: computed here)."""
+    """Fits the three mixtures on `valid` and reports them on `eval_split`; `ngram`: the model in `ngram_dir`,
+    on the network's vocabulary (`load_checked`); `per_token`: a file to write the eval split's ln P per token
+    under the mixture with one weight per context frequency; `digest`: `ngram`'s, when the caller has it
+    (default: computed here). Nothing is saved: the report's "fit" is what `save_fit` writes as mixture.json,
+    where the user asked for it."""
     arrays = {name: ngram_lib.token_arrays(split, vocab) for name, split in splits.items()}
     ng = {name: ngram.token_probabilities(a) for name, a in arrays.items()}
     buckets = {name: mixture.frequency_buckets(ngram.context_counts(a), NUM_BUCKETS) for name, a in arrays.items()}
@@ -83,14 +91,13 @@ def fit_and_score(
         },
     }
     # Its absolute path: the export, query and training on may run in another directory.
-    saved = {
+    report["fit"] = {
         "ngram_dir": os.path.abspath(ngram_dir),
         "ngram_order": ngram.order,
         "ngram_digest": digest or ngram_lib.digest(ngram),  # weights of an n-gram since rebuilt in place are not served
         "em": lam,
         "context_frequency": weights.tolist(),
     }
-    RunDir(model_dir).write_mixture(saved)
     if per_token:
         ngram_lib.write_per_token(per_token, vocab, arrays[eval_split], p_mixed)
     return report

@@ -173,10 +173,10 @@ def _seed_rows(
             vocab,
             trigram,
             trigram_dir,
-            path,
             "eval",
             per_token=tokens["mixed"] if name == "test" else None,
         )
+        network_mixture.save_fit(path, report)
         mixed[name] = report["context_frequency"]["perplexity"]
     shape = {"n": row.order, "h": row.hidden_dim, "m": row.feature_dim, "direct": row.direct, "dir": path}
     rows = [

@@ -132,12 +132,16 @@ def _train_and_evaluate(
 
     if verbose is None:
         verbose = 1 if sys.stdout.isatty() else 2
+    # One line an epoch: Keras's progress bar on a terminal (the logs give it the tokens/s), else ours alone.
+    announce, verbose = verbose != 1, 1 if verbose == 1 else 0
     step_loss = callbacks_lib.StepLoss(run)
     callbacks = [
         callbacks_lib.Interruptible(),
         callbacks_lib.EpochSeed(epoch),
         step_loss,  # before ValidationRecorder, which keeps its curve
-        callbacks_lib.ValidationRecorder(run, valid_ds, data.tokens["train"], data.vocab.unk_id, step_loss),
+        callbacks_lib.ValidationRecorder(
+            run, valid_ds, data.tokens["train"], data.vocab.unk_id, step_loss, announce=announce
+        ),
         callbacks_lib.ResumableEarlyStopping(run, config.patience),
         keras.callbacks.TensorBoard(run.logs_dir, write_graph=False, profile_batch=0),
         backup.EpochBackup(run),
@@ -204,7 +208,8 @@ def refit_mixture(
             raise UserError(f"its n-gram model {ngram_dir} no longer exists")
         splits = {name: corpus[name] for name in probs}
         ngram = network_mixture.load_checked(vocab, ngram_dir)
-        report = network_mixture.fit_and_score(probs, splits, vocab, ngram, ngram_dir, model_dir, "test")
+        report = network_mixture.fit_and_score(probs, splits, vocab, ngram, ngram_dir, "test")
+        network_mixture.save_fit(model_dir, report)  # training's own refit: the run's mixture stays its own
     except UserError as e:
         print(
             f"note: the mixture of mixture.json was not fitted to the network trained now (nor exported): {e}",
