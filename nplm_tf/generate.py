@@ -4,8 +4,9 @@
 
 Prints one continuation per line. `--temperature` ≤ 0 is greedy; `--top_k` ≤ 0 samples from every word;
 `<unk>` is never chosen unless --allow_unk (the other words' probabilities are renormalized). With the same
-prompt(s), seed and settings the text equals the signature's (of an export in the same `--precision`); a
-fitted mixture (mixture.json) is used as the export uses it, unless --nomixture.
+prompt(s), seed and settings the text equals the signature's (of an export in the same `--precision`, in
+either precision: the binary runs the signature's own traced graph); a fitted mixture (mixture.json) is used
+as the export uses it, unless --nomixture.
 
 The continuations are made 256 at a time (`server.GENERATE_ROWS`) and printed as they come: the first 256
 are the signature's rows for --seed, each later group the signature's rows for a seed derived from (--seed,
@@ -55,10 +56,10 @@ def main(argv, checked):
     _, vocab, model = run_dir.load_trained(MODEL_DIR.value, PRECISION.value)
     ngram, _ = saved_model.load_mixture(MODEL_DIR.value, vocab) if MIXTURE.value else (None, None)
     serving = server.Server(model, vocab, run_dir.RunDir(MODEL_DIR.value).vocab_path, ngram)
-    generate = serving.generate  # eager: one group (most runs) would spend seconds tracing
-    if NUM_SAMPLES.value > server.GENERATE_ROWS:  # traced once: 0.2 s a group instead of 2 eagerly (a tiny model here)
-        # As the export traces it: the signature's inputs, no AutoGraph (the server's control flow is Python's).
-        generate = tf.function(generate, input_signature=saved_model.generate_signature(), autograph=False)
+    # Traced as the export traces it (the signature's inputs, no AutoGraph: the server's control flow is
+    # Python's), so that the graph optimizer rewrites the same graph the same way: run eagerly, the ops went
+    # unfused, and a bfloat16 model drew other words than its signature on CPUs with bfloat16 kernels.
+    generate = tf.function(serving.generate, input_signature=saved_model.generate_signature(), autograph=False)
     for group, start in enumerate(range(0, NUM_SAMPLES.value, server.GENERATE_ROWS)):
         rows = min(server.GENERATE_ROWS, NUM_SAMPLES.value - start)
         out = generate(

@@ -424,7 +424,7 @@ def test_interrupted_training_resumes(sig, code, data, tmp_path):
         "nplm_tf.train", f"--model_dir={model_dir}", "--epochs=12", "--patience=99", "--noexport", *TINY, *data[1]
     )
     assert result.returncode == 0, result.stderr[-3000:]
-    first_new = int(result.stdout.split("Epoch ")[1].split("/")[0])
+    first_new = int(result.stdout.split("\nepoch ")[1].split("/")[0])
     assert 2 <= first_new <= len(recorded) + 1  # resumed, not restarted
     history = json.load(open(os.path.join(model_dir, "history.json")))
     assert len(history) == 12 and history["0"] == recorded["0"]

@@ -268,8 +268,11 @@ def test_rescore_appends_querys_line_totals_and_reports_bad_lines(trained):
     text = "\n".join([nbest[0], "not an n-best line", *nbest[1:]]) + "\n"
     result = run_with_input("nplm_tf.rescore", text, f"--model_dir={trained['model']}", "--feature_name=NNLM")
     assert result.returncode == 1
-    errors = helpers.error_lines(result.stderr.decode())
-    assert len(errors) == 1 and "line 2 is not an n-best line" in errors[0]
+    stderr = result.stderr.decode()
+    warnings = [line for line in stderr.splitlines() if line.startswith("warning:")]
+    assert len(warnings) == 1 and "line 2 is not an n-best line" in warnings[0]
+    errors = helpers.error_lines(stderr)  # the run ends with one sentence that counts what was left out
+    assert errors == ["error: 1 line(s) were not n-best lines and were left out; the others were rescored."]
     written = result.stdout.decode().splitlines()
     assert len(written) == 3
     totals = [line.split("Total: ")[1].split(" ")[0] for line in query(trained, "\n".join(hypotheses))[:3]]
@@ -469,3 +472,163 @@ def test_the_network_the_ngram_and_their_mixture_compared_token_by_token_on_test
     ):
         helpers.assert_one_sentence(helpers.run_binary("nplm_tf.evaluate", f"--model_dir={model}", *flags), message)
         assert not (tmp_path / "x.tsv").exists()
+
+
+def test_the_word_picture_labels_the_asked_words_and_their_neighbours_and_no_label_overlaps(trained, tmp_path):
+    from nplm_tf import run_dir
+    from nplm_tf.tools import embeddings
+
+    vocab = run_dir.RunDir(trained["model"]).load_vocab()
+    table = embeddings.features_of(trained["model"])
+    cat = vocab.words.index("cat")
+    asked = {cat: [i for i, _ in embeddings.nearest(table, cat, 4)]}
+    boxes = embeddings.plot(table, vocab, str(tmp_path / "words.png"), 20, asked)
+    assert {cat, *asked[cat]} <= set(boxes)  # every asked word and neighbour is labelled
+    background = [b for i, b in boxes.items() if i != cat and i not in asked[cat]]
+    assert 0 < len(background) < len(vocab.words)  # the rest only where a label fits
+
+    def overlap(a, b):
+        return min(a[2], b[2]) > max(a[0], b[0]) and min(a[3], b[3]) > max(a[1], b[1])
+
+    assert not any(overlap(a, b) for k, a in enumerate(background) for b in list(boxes.values())[:k])
+    assert os.path.getsize(tmp_path / "words.png") > 10_000
+
+
+def pipe_into_head(args, stdin=None):
+    """`python -m ARGS < STDIN | head -1` as a shell runs it: (the binary's exit status, its stderr, what head
+    printed)."""
+    env = dict(os.environ, NLTK_DATA=helpers.SHARED_NLTK)
+    with open(stdin or os.devnull, "rb") as source:
+        producer = subprocess.Popen(
+            [sys.executable, "-m", *args],
+            stdin=source,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            cwd=helpers.ROOT,
+            env=env,
+        )
+        head = subprocess.Popen(["head", "-1"], stdin=producer.stdout, stdout=subprocess.PIPE)
+        producer.stdout.close()  # head alone holds the pipe: it goes away when head exits
+        first = head.communicate(timeout=120)[0].decode()
+        stderr = producer.communicate(timeout=120)[1].decode()
+    return producer.returncode, stderr, first
+
+
+def test_a_reader_that_goes_away_ends_the_binary_quietly(trained, tmp_path):
+    text = helpers.write_lines(str(tmp_path / "lines.txt"), ["the dog was sleeping ."] * 20_000)
+    code, stderr, first = pipe_into_head(["nplm_tf.query", f"--model_dir={trained['model']}", "--batch_lines=10"], text)
+    assert first.startswith("the=") and code == 141 and stderr == "", stderr[-2000:]
+    code, stderr, first = pipe_into_head(
+        ["nplm_tf.generate", f"--model_dir={trained['model']}", "--num_samples=600", "--prompt=the cat"]
+    )
+    assert first.startswith("the cat") and code == 141 and "Traceback" not in stderr, stderr[-2000:]
+
+
+def test_help_is_the_binarys_own_and_exits_zero_installed_or_not():
+    installed = shutil.which("nplm-query", path=os.path.dirname(sys.executable))
+    assert installed, "the README's install makes the nplm-* commands"
+    for command in ([sys.executable, "-m", "nplm_tf.query"], [installed]):
+        short = subprocess.run([*command, "--help"], capture_output=True, text=True, cwd=helpers.ROOT)
+        assert short.returncode == 0 and short.stdout.startswith("Scores sentences from standard input"), short
+        assert "--model_dir" in short.stdout and "--precision" in short.stdout and "--verbosity" not in short.stdout
+        full = subprocess.run([*command, "--helpfull"], capture_output=True, text=True, cwd=helpers.ROOT)
+        assert full.returncode == 0 and "--verbosity" in full.stdout, full
+        assert full.stdout.index("--model_dir") < full.stdout.index("absl.") < full.stdout.index("--verbosity")
+
+
+def test_unwritable_outputs_are_refused_before_any_work_naming_the_users_path(trained, tmp_path):
+    result = helpers.run_binary(
+        "nplm_tf.evaluate",
+        f"--model_dir={trained['model']}",
+        "--per_token=/proc/tokens.tsv",
+        env=helpers.without_tensorflow(tmp_path),  # refused before TensorFlow loads, so before any scoring
+    )
+    helpers.assert_one_sentence(result, "--per_token=/proc/tokens.tsv cannot be written")
+    assert ".tmp-" not in result.stderr
+    result = helpers.run_binary("nplm_tf.ngram", "--output=/proc/kn", *trained["corpus"])
+    helpers.assert_one_sentence(result, "--output=/proc/kn cannot be written")
+
+
+def test_reading_tools_never_change_the_model_directory_and_saving_the_mixture_is_asked_for(trained, tmp_path):
+    model_dir = str(shutil.copytree(trained["model"], tmp_path / "model"))
+
+    def listing():
+        return {
+            os.path.relpath(os.path.join(root, name), model_dir): os.path.getmtime(os.path.join(root, name))
+            for root, _, names in os.walk(model_dir)
+            for name in names
+        }
+
+    before = listing()
+    ngram = f"--ngram_dir={trained['ngram']}"
+    queried = run_with_input("nplm_tf.query", "the dog was sleeping .\n", f"--model_dir={model_dir}", ngram)
+    assert queried.returncode == 0 and "nothing was saved" in queried.stderr.decode()
+    nbest = "0 ||| the cat is eating . ||| LM0= -1 ||| -1\n"
+    assert run_with_input("nplm_tf.rescore", nbest, f"--model_dir={model_dir}", ngram).returncode == 0
+    evaluated = helpers.run_binary("nplm_tf.evaluate", f"--model_dir={model_dir}", ngram)
+    assert evaluated.returncode == 0 and json.loads(evaluated.stdout.splitlines()[-1])["mixture"]
+    assert "note: nothing was saved; --save_mixture keeps this fit" in evaluated.stderr
+    assert listing() == before
+    saved = helpers.run_binary("nplm_tf.evaluate", f"--model_dir={model_dir}", ngram, "--save_mixture")
+    assert saved.returncode == 0 and "now serve the mixture" in saved.stderr, saved.stderr[-2000:]
+    assert set(listing()) - set(before) == {"mixture.json"}
+    # Every reading tool's default is then the saved mixture; --nomixture leaves it out.
+    mixed = query(trained | {"model": model_dir}, "the dog was sleeping .")
+    alone = query(trained | {"model": model_dir}, "the dog was sleeping .", "--nomixture")
+    # (the saved fit is evaluate's, on TensorFlow's probabilities; query fits on NumPy's: the same to ~1e-8)
+    assert perplexity(mixed) == pytest.approx(perplexity(query(trained, "the dog was sleeping .", ngram)), rel=1e-6)
+    assert perplexity(alone) == pytest.approx(perplexity(query(trained, "the dog was sleeping .")), rel=1e-9)
+    assert perplexity(mixed) != pytest.approx(perplexity(alone), rel=1e-6)
+
+
+def test_evaluate_prints_a_table_when_asked_or_on_a_terminal_and_json_when_piped(trained):
+    args = [f"--model_dir={trained['model']}", f"--ngram_dir={trained['ngram']}", f"--files={trained['test']}"]
+    piped = helpers.run_binary("nplm_tf.evaluate", *args)
+    summary = json.loads(piped.stdout.splitlines()[-1])
+    table = helpers.run_binary("nplm_tf.evaluate", *args, "--format=table")
+    assert table.returncode == 0, table.stderr[-2000:]
+    rows = table.stdout.splitlines()
+    assert rows[0].split() == ["model", "perplexity", "λ", "(network's", "weight)"]
+    assert f"{summary['perplexity']:.2f}" in rows[1] and "λ per context frequency" in rows[5]
+    assert f"{summary['mixture']['context_frequency']['perplexity']:.2f}" in rows[5]
+    assert rows[-1] == f"{summary['tokens']:,} predicted tokens, OOV rate {summary['oov_rate']:.2%}"
+
+
+def test_generate_equals_the_signature_in_the_default_precision_of_a_bfloat16_run(trained, tmp_path):
+    """A run trained in mixed_bfloat16 (the default), generated and exported with no --precision: the binary
+    runs the signature's traced graph, so the text is the same (eager ops were rewritten otherwise)."""
+    model_dir = shutil.copytree(trained["model"], tmp_path / "bf16")
+    config = json.load(open(model_dir / "config.json"))
+    config["precision"] = "mixed_bfloat16"  # the same float32 weights, computed as a bfloat16 run computes them
+    with open(model_dir / "config.json", "w") as f:
+        json.dump(config, f)
+    shutil.rmtree(model_dir / "export")
+    exported = helpers.run_binary("nplm_tf.export", f"--model_dir={model_dir}")
+    assert exported.returncode == 0, exported.stderr[-2000:]
+    generate_equals_the_signature(trained | {"model": str(model_dir)}, str(model_dir / "export" / "1"), 11, 64, 0)
+
+
+def test_the_score_signatures_outputs_have_the_documented_dtypes_shapes_and_meaning(trained):
+    served = tf.saved_model.load(os.path.join(trained["model"], "export", "1"))
+    out = served.signatures["score"](text=tf.constant(["the dog was sleeping .", "", "the zebra"]))
+    expected = {  # docs/serving.md's table
+        "token_log_probs": (tf.float64, [3, 6]),
+        "mask": (tf.bool, [3, 6]),
+        "lengths": (tf.int32, [3]),
+        "log_prob": (tf.float64, [3]),
+        "perplexity": (tf.float64, [3]),
+        "oov": (tf.bool, [3, 6]),
+        "tokens": (tf.string, [3, 6]),
+    }
+    assert {k: (v.dtype, v.shape.as_list()) for k, v in out.items()} == expected
+    assert out["lengths"].numpy().tolist() == [6, 1, 3]  # the words and </s>; an empty text scores </s> alone
+    assert [t.decode() for t in out["tokens"].numpy()[1]] == ["</s>", "", "", "", "", ""]
+    assert [t.decode() for t in out["tokens"].numpy()[2][:3]] == ["the", "<unk>", "</s>"]
+    assert out["oov"].numpy()[2].tolist() == [False, True, False, False, False, False]
+    ln = out["token_log_probs"].numpy()
+    assert (ln[~out["mask"].numpy()] == 0).all() and (ln[out["mask"].numpy()] < 0).all()
+    np.testing.assert_allclose(out["log_prob"].numpy(), ln.sum(axis=1))
+    np.testing.assert_allclose(out["perplexity"].numpy(), np.exp(-ln.sum(axis=1) / [6, 1, 3]))
+    doc = open(os.path.join(helpers.ROOT, "docs", "serving.md"), encoding="utf-8").read()
+    for name, (dtype, _) in expected.items():
+        assert f"| `{name}` | {dtype.name} |" in doc

@@ -6,6 +6,7 @@ import contextlib
 import dataclasses
 import math
 import sys
+import weakref
 from collections.abc import Callable
 
 import keras
@@ -35,22 +36,38 @@ class Score:
         return self.unk / self.tokens if self.tokens else 0.0
 
 
+_NLL_FUNCTIONS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # model -> (its tail, its function)
+
+
 def nll_function(model: keras.Model) -> Callable:
     """-ln P(target | context) of a batch of windows (context most recent first), exactly normalized over |V|.
 
-    A short-list model's probabilities take its tail n-gram into account (`network.shortlist`).
+    A short-list model's probabilities take its tail n-gram into account (`network.shortlist`). One function
+    per model (and tail), traced once per batch shape: scoring the same model again (a notebook's loop) does not
+    trace again.
     """
     tail = getattr(model, "tail", None)
+    cached = _NLL_FUNCTIONS.get(model)
+    if cached is not None and cached[0] is tail:
+        return cached[1]
+    function = _nll_function(model, tail)
+    _NLL_FUNCTIONS[model] = (tail, function)
+    return function
+
+
+def _nll_function(model: keras.Model, tail) -> Callable:
     if getattr(tail, "tail", None) == "network":  # the tail's outputs only for the windows that need them
         layer = model.get_layer("nplm")
 
-        @tf.function(autograph=False)
+        @tf.function(autograph=False, reduce_retracing=True)
         def network_tail_nll(context, target):
             return -tail.log_prob_of_outputs(layer.hidden(context), layer.output_logits, target)
 
         return network_tail_nll
 
-    @tf.function(autograph=False)  # Python control flow only: AutoGraph's conversion cost 1-2 s per process
+    @tf.function(
+        autograph=False, reduce_retracing=True
+    )  # Python control flow only: AutoGraph's conversion cost 1-2 s per process
     def batch_nll(context, target):
         logits = model(context, training=False)
         if tail is None:

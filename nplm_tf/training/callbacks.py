@@ -114,8 +114,10 @@ class ValidationRecorder(keras.callbacks.Callback):
         train_tokens: int,
         unk_id: int,
         step_loss: StepLoss | None = None,
+        announce: bool = True,
     ):
         super().__init__()
+        self.announce = announce  # print the epoch's line (off where Keras's progress bar ends with it)
         self.run = run
         self.valid_dataset = valid_dataset
         self.train_tokens = train_tokens
@@ -149,10 +151,14 @@ class ValidationRecorder(keras.callbacks.Callback):
                 **curve,
             },
         )
-        print(
-            f"epoch {epoch + 1}: valid perplexity {valid.perplexity:.2f}, {self.train_tokens / seconds:,.0f} tokens/s",
-            flush=True,
-        )
+        logs["tokens_per_s"] = round(self.train_tokens / seconds)
+        if self.announce:
+            epochs = self.params.get("epochs") if self.params else None
+            print(
+                f"epoch {epoch + 1}{f'/{epochs}' if epochs else ''}: train loss {logs.get('loss', float('nan')):.4f}, "
+                f"valid perplexity {valid.perplexity:.2f}, {seconds:,.0f} s, {self.train_tokens / seconds:,.0f} tokens/s",
+                flush=True,
+            )
 
 
 def record_epoch(run: RunDir, model: keras.Model, epoch: int, record: dict) -> None:
