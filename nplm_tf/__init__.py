@@ -15,3 +15,12 @@ __version__ = "0.1.0"
 # (benchmarks/README.md). TensorFlow reads the variable when it first creates its devices, so this takes
 # effect unless an op ran before nplm_tf was imported; a user's own setting (false) wins.
 os.environ.setdefault("TF_CPU_ALLOCATOR_USE_BFC", "true")
+
+
+def __getattr__(name):
+    """`nplm_tf.LanguageModel` and `nplm_tf.State` (KenLM's interface), imported on first use."""
+    if name in ("LanguageModel", "State", "FullScoreReturn"):
+        from nplm_tf import language_model
+
+        return getattr(language_model, name)
+    raise AttributeError(f"module 'nplm_tf' has no attribute {name!r}")

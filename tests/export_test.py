@@ -424,7 +424,9 @@ def test_weights_fitted_with_an_n_gram_since_rebuilt_in_place_are_not_served_wit
 
     queried = helpers.run_binary("nplm_tf.query", f"--model_dir={work}", f"--ngram_dir={kn_dir}", input="the cat\n")
     assert queried.returncode == 0, queried.stderr[-2000:]  # query and rescore fit the weights again, with the bigram
-    assert f"note: fitted the mixture with {kn_dir} on the valid split (its saved fit is for the n-gram" in queried.stderr
+    assert (
+        f"note: fitted the mixture with {kn_dir} on the valid split (its saved fit is for the n-gram" in queried.stderr
+    )
     assert "nothing was saved" in queried.stderr  # reading tools read: the stale fit stays, still refused
     assert json.load(open(os.path.join(work, "mixture.json"))) == fitted
     # The same from a directory that keeps the stale fit and is queried without --ngram_dir: its n-gram again.

@@ -1,0 +1,363 @@
+"""`LanguageModel`: a trained network, its mixture or an n-gram behind KenLM's Python interface.
+
+    import nplm_tf
+    model = nplm_tf.LanguageModel("runs/mlp9")          # was: kenlm.Model("lm.arpa")
+    model.score("the jury said it did find that", bos=True, eos=True)   # log10 P
+    state, out = nplm_tf.State(), nplm_tf.State()
+    model.BeginSentenceWrite(state)
+    model.BaseScore(state, "the", out)                  # log10 P(the | <s>); out = state + "the"
+
+Code written against `kenlm.Model` runs with it after changing the constructor: `order`, `score`,
+`perplexity`, `full_scores`, `BeginSentenceWrite`, `NullContextWrite`, `BaseScore`, `BaseFullScore`, `word
+in model`, and states that copy, compare and hash. It needs no TensorFlow for a model directory or an n-gram
+directory (the network in NumPy, `nplm_tf.inference.network`); only a SavedModel export read on its own
+loads TensorFlow.
+
+A feed-forward model's state is the last n − 1 words, as an n-gram's is, and one forward pass gives the
+whole next-word distribution: each context's distribution is computed once and kept in a bounded cache
+(`cache_size` contexts, least recently used dropped first), so a decoder asking for many words after the
+same context pays once; `score_batch` computes several new contexts in one pass.
+
+What differs from KenLM:
+- ids are this model's (`</s>` = 0, `<unk>` = 1, then by train count); the vocabulary is the model's, and a
+  word outside it is scored as `<unk>` with `oov` true (KenLM does the same with its own `<unk>`); a literal
+  `</s>` inside a sentence is `<unk>` too, as in training (KenLM scores it as the end of a sentence);
+- the state holds the last order − 1 token ids (`<s>` = |V|; −1 for "nothing": before the sentence, or a
+  null context), not KenLM's minimal right context, so two states compare equal when their last words do;
+- `ngram_length` is, for a network, the words it read plus the predicted one (min(position + 1, n), as
+  `nplm_tf.query` prints it); for an n-gram, the length of the longest n-gram matched, as KenLM's;
+- a network has no context-free distribution: after `NullContextWrite` it reads its `<s>` padding, the
+  start of a sentence (an n-gram reads no context: its unigrams).
+"""
+
+from __future__ import annotations
+
+import collections
+import os
+from collections.abc import Iterable, Iterator, Sequence
+
+import numpy as np
+
+from nplm_tf import run_dir
+from nplm_tf.baselines import build as ngram_lib
+from nplm_tf.baselines import mixture as mixture_lib
+from nplm_tf.baselines import network_mixture
+from pipelines import corpus as corpus_lib
+from pipelines.errors import UserError
+
+DEFAULT_CACHE = 1024  # contexts: |V| float64 each (14,118 words: 113 kB, so about 116 MB at most)
+NOTHING = -1  # a state's position before the sentence (or after a null context)
+
+
+class State:
+    """The context a model scores the next word in: its last order − 1 token ids, oldest first (−1:
+    nothing there). Copy with `copy.copy` or `State(other)`; equal states hash alike."""
+
+    __slots__ = ("words", "model")
+
+    def __init__(self, other: State | None = None):
+        self.words: tuple[int, ...] = other.words if other is not None else ()
+        self.model = other.model if other is not None else None
+
+    def __copy__(self) -> State:
+        return State(self)
+
+    def __eq__(self, other) -> bool:
+        return isinstance(other, State) and self.words == other.words
+
+    def __hash__(self) -> int:
+        return hash(self.words)
+
+    def __repr__(self) -> str:
+        return f"State({list(self.words)})"
+
+
+class FullScoreReturn:
+    """`BaseFullScore`'s answer, as KenLM's: `log_prob` (log10), `ngram_length`, `oov`."""
+
+    __slots__ = ("log_prob", "ngram_length", "oov")
+
+    def __init__(self, log_prob: float, ngram_length: int, oov: bool):
+        self.log_prob, self.ngram_length, self.oov = log_prob, ngram_length, oov
+
+    def __iter__(self):
+        return iter((self.log_prob, self.ngram_length, self.oov))
+
+    def __repr__(self) -> str:
+        return f"FullScoreReturn(log_prob={self.log_prob}, ngram_length={self.ngram_length}, oov={self.oov})"
+
+
+class LanguageModel:
+    """A language model read from `path` with KenLM's `kenlm.Model` interface.
+
+    Args:
+      path: a model directory (`nplm_tf.train`; with the mixture its `mixture.json` keeps, unless `mixture`
+        is False), an n-gram directory (`nplm_tf.ngram`), or a SavedModel export (`MODEL_DIR/export/<v>` is
+        read from its model directory; another export through TensorFlow's `next_word` over every word).
+      mixture: use the saved mixture of a model directory (default), or the network alone.
+      ngram_dir: mix the network with this n-gram instead (its weights: the saved fit for it, else fitted on
+        the model's valid split in memory).
+      cache_size: most context distributions kept (≥ 1).
+    """
+
+    def __init__(self, path: str, mixture: bool = True, ngram_dir: str | None = None, cache_size: int = DEFAULT_CACHE):
+        if not isinstance(path, (str, os.PathLike)):
+            raise UserError(
+                f"LanguageModel needs a path (a model, n-gram or export directory), not {type(path).__name__}."
+            )
+        path = os.fspath(path)
+        if not isinstance(cache_size, int) or cache_size < 1:
+            raise UserError(f"cache_size={cache_size!r} must be a positive integer.")
+        self.path, self.cache_size = path, cache_size
+        self._cache: collections.OrderedDict[tuple[int, ...], np.ndarray] = collections.OrderedDict()
+        self.network = self.ngram = self.weights = self._export = None
+        export_parent = _export_parent(path)
+        if export_parent is not None:
+            path = export_parent
+        kind = _kind(path)
+        if kind == "ngram":
+            self.vocab = run_dir.RunDir(path).load_vocab()
+            self.ngram = ngram_lib.load(path)
+            self.order = self.ngram.order
+        elif kind == "model":
+            from nplm_tf.inference.network import NumpyNetwork
+            from nplm_tf.tools import lines as lines_lib
+
+            self.network = NumpyNetwork.load(path)
+            self.vocab = run_dir.RunDir(path).load_vocab()
+            chosen = ngram_dir or (lines_lib.saved_mixture_ngram(path) if mixture else None)
+            if chosen:
+                scorer = lines_lib.LineScorer.__new__(lines_lib.LineScorer)  # its fit, without a second network
+                scorer.model_dir, scorer.ngram_dir, scorer.mode, scorer.precision = path, chosen, "mixture", None
+                scorer._model, scorer._numpy, scorer.vocab = None, self.network, self.vocab
+                scorer.config = self.network.config
+                scorer.ngram = network_mixture.load_checked(self.vocab, chosen)
+                self.ngram, self.weights = scorer.ngram, scorer._fitted_weights()
+                self._totals = self.ngram.context_totals()
+            self.order = max(self.network.order, self.ngram.order if self.ngram is not None else 0)
+        elif kind == "export":
+            self._load_export(path)
+        else:
+            raise UserError(
+                f"{path} is no model: give a model directory (nplm_tf.train), an n-gram directory (nplm_tf.ngram) "
+                "or a SavedModel export."
+            )
+        self.vocab_size = self.vocab.size
+        self.bos_id = self.vocab.size
+        self._index = {w: i for i, w in enumerate(self.vocab.words) if i >= 2}  # "</s>" in a text is <unk>
+        self._index["<unk>"] = 1
+
+    # ------------------------------------------------------------ KenLM API --
+
+    def __contains__(self, word: str) -> bool:
+        return word in self._index
+
+    def __repr__(self) -> str:
+        return f"LanguageModel({self.path!r}, order={self.order})"
+
+    def BeginSentenceWrite(self, state: State) -> None:  # noqa: N802 (KenLM's names)
+        """Sets `state` to the start of a sentence (`<s>`)."""
+        self._check_state(state, fresh=True)
+        state.words, state.model = (NOTHING,) * (self.order - 2) + (self.bos_id,), self
+        if self.order == 1:
+            state.words = ()
+
+    def NullContextWrite(self, state: State) -> None:  # noqa: N802
+        """Sets `state` to no context at all."""
+        self._check_state(state, fresh=True)
+        state.words, state.model = (NOTHING,) * (self.order - 1), self
+
+    def BaseScore(self, in_state: State, word: str, out_state: State) -> float:  # noqa: N802
+        """log10 P(word | in_state); `out_state` becomes in_state followed by the word."""
+        return self.BaseFullScore(in_state, word, out_state).log_prob
+
+    def BaseFullScore(self, in_state: State, word: str, out_state: State) -> FullScoreReturn:  # noqa: N802
+        """`BaseScore` with the length of the context used and whether the word is out of the vocabulary."""
+        self._check_state(in_state)
+        if not isinstance(word, str):
+            raise UserError(f"a word must be a string, not {type(word).__name__} ({word!r}).")
+        if out_state is not in_state:
+            self._check_state(out_state, fresh=True)
+        i = 0 if word == "</s>" else self._index.get(word, 1)
+        return self._score_id(in_state, i, out_state, i == 1)
+
+    def full_scores(self, sentence: str, bos: bool = True, eos: bool = True) -> Iterator[tuple[float, int, bool]]:
+        """(log10 P, ngram length, oov) of each word of the sentence, then of `</s>` when `eos`. A literal
+        `</s>` inside the sentence is `<unk>`, as in training."""
+        state, out = State(), State()
+        (self.BeginSentenceWrite if bos else self.NullContextWrite)(state)
+        ids = [self._index.get(w, 1) for w in self._words(sentence)]
+        for i in ids + ([0] if eos else []):
+            yield tuple(self._score_id(state, i, out, i == 1))
+            state, out = out, state
+
+    def score(self, sentence: str, bos: bool = True, eos: bool = True) -> float:
+        """log10 P of the sentence (its words, then `</s>` when `eos`)."""
+        return sum(value for value, _, _ in self.full_scores(sentence, bos, eos))
+
+    def perplexity(self, sentence: str) -> float:
+        """10^(−score / (words + 1)), as KenLM's (sentence boundaries on)."""
+        words = len(self._words(sentence)) + 1
+        return 10.0 ** (-self.score(sentence) / words)
+
+    # -------------------------------------------------------------- batches --
+
+    def score_batch(self, states: Sequence[State], words: Sequence[str]) -> np.ndarray:
+        """log10 P(words[i] | states[i]) for every i, the contexts not cached computed in one pass."""
+        for state in states:
+            self._check_state(state)
+        self.prefetch(states)
+        return np.array([self.BaseScore(s, w, State()) for s, w in zip(states, words, strict=True)])
+
+    def prefetch(self, states: Iterable[State]) -> None:
+        """Computes the distributions of these states' contexts that are not cached, in one pass (at most
+        `cache_size` of them are kept)."""
+        missing = list(dict.fromkeys(s.words for s in states if s.words not in self._cache))
+        if missing:
+            for context, row in zip(missing, self._compute(missing)):
+                self._remember(context, row)
+
+    def next_word_log10(self, state: State) -> np.ndarray:
+        """log10 P(w | state) of every word w (id order), (|V|,) float64 (read-only: the cache's own)."""
+        self._check_state(state)
+        return self._log10_distribution(state.words)
+
+    # ------------------------------------------------------------- internals --
+
+    def _words(self, sentence: str) -> list[str]:
+        if not isinstance(sentence, str):
+            raise UserError(f"a sentence must be a string, not {type(sentence).__name__}.")
+        return corpus_lib.tokenize(sentence)
+
+    def _score_id(self, state: State, i: int, out: State, oov: bool) -> FullScoreReturn:
+        context = state.words
+        value = float(self._log10_distribution(context)[i])
+        length = self._length(context, i)
+        out.words, out.model = (context + (i,))[1:] if self.order > 1 else (), self
+        return FullScoreReturn(value, length, oov)
+
+    def _check_state(self, state, fresh: bool = False) -> None:
+        if not isinstance(state, State):
+            raise UserError(f"a state must be an nplm_tf.State, not {type(state).__name__}.")
+        if not fresh and state.model is not self:
+            if state.model is None:
+                raise UserError("this state was never set: call BeginSentenceWrite or NullContextWrite first.")
+            raise UserError("this state belongs to another model; states are not shared between models.")
+
+    def _log10_distribution(self, context: tuple[int, ...]) -> np.ndarray:
+        row = self._cache.get(context)
+        if row is None:
+            row = self._compute([context])[0]
+            self._remember(context, row)
+        else:
+            self._cache.move_to_end(context)
+        return row
+
+    def _remember(self, context: tuple[int, ...], row: np.ndarray) -> None:
+        self._cache[context] = row
+        self._cache.move_to_end(context)
+        while len(self._cache) > self.cache_size:
+            self._cache.popitem(last=False)
+
+    def _compute(self, contexts: list[tuple[int, ...]]) -> np.ndarray:
+        """log10 P(· | context) of each context, (len, |V|) float64."""
+        p = None
+        if self.network is not None:
+            c = self.network.context_size
+            rows = np.array([[self.bos_id if w == NOTHING else w for w in ctx[len(ctx) - c :]] for ctx in contexts])
+            p = self.network.distribution(rows.reshape(len(contexts), c))
+        elif self._export is not None:
+            p = self._export_distribution(contexts)
+        if self.ngram is not None:
+            p_ng = np.stack([self.ngram.distribution([w for w in ctx if w != NOTHING]) for ctx in contexts])
+            if p is None:
+                p = p_ng
+            else:
+                counts = np.array([self._context_count(ctx) for ctx in contexts], np.float64)
+                lam = self.weights[mixture_lib.frequency_buckets(counts, len(self.weights))][:, None]
+                p = lam * p + (1 - lam) * p_ng
+        with np.errstate(divide="ignore"):
+            return np.log10(p)
+
+    def _context_count(self, context: tuple[int, ...]) -> float:
+        """The train count of the n-gram's full context (as `KneserNey.context_counts` files a token under):
+        0 when the context is shorter (nearer the line's start) or unseen."""
+        k = self.ngram.order - 1
+        words = [w for w in context if w != NOTHING][-k:] if k else []
+        if k == 0:
+            return float(self._totals[0])
+        if len(words) < k:
+            return 0.0
+        g = self.ngram._context_id(words)
+        return float(self._totals[g]) if g >= 0 else 0.0
+
+    def _length(self, context: tuple[int, ...], word: int) -> int:
+        """The context's words used and the word: a network's min(position + 1, order) (the words before it in
+        the sentence, `<s>` not counted, as `nplm_tf.query` prints it); an n-gram's longest match, as KenLM's."""
+        known = [w for w in context if w != NOTHING]
+        if self.network is not None or self._export is not None:
+            return min(sum(w != self.bos_id for w in known) + 1, self.order)
+        return self._matched(known, word)
+
+    def _matched(self, known: list[int], word: int) -> int:
+        """The length of the longest n-gram (a suffix of the context, then the word) the n-gram model holds."""
+        ngram = self.ngram
+        best = 1
+        for k in range(2, min(len(known) + 1, ngram.order) + 1):
+            h = ngram._context_id(known[-(k - 1) :])
+            if h < 0:
+                break
+            if ngram.orders[k].lookup(np.array([h * ngram.base + word]))[0] >= 0:
+                best = k
+        return best
+
+    def _load_export(self, path: str) -> None:
+        """A SavedModel read on its own: its vocabulary (an asset) and its `next_word` over every word."""
+        import json
+
+        from pipelines import app
+        from pipelines import vocabulary as vocab_lib
+
+        info_path = os.path.join(path, "assets", "export.json")
+        if not os.path.isfile(info_path):
+            raise UserError(f"{path} is a SavedModel without nplm_tf's export.json; export it with nplm_tf.export.")
+        with open(info_path, encoding="utf-8") as f:
+            info = json.load(f)
+        self.vocab = vocab_lib.Vocabulary.load(os.path.join(path, "assets", "vocab.tsv"))
+        config = info["config"]
+        mixture = info.get("mixture")
+        self.order = int(config["order"]) if not mixture else max(int(config["order"]), int(mixture["ngram_order"]))
+        app.import_tensorflow_quietly()
+        import tensorflow as tf
+
+        self._export = tf.saved_model.load(path).signatures["next_word"]
+
+    def _export_distribution(self, contexts: list[tuple[int, ...]]) -> np.ndarray:
+        import tensorflow as tf
+
+        words = self.vocab.words
+        texts = [" ".join(words[w] for w in ctx if 0 <= w < self.vocab.size) for ctx in contexts]
+        out = self._export(text=tf.constant(texts), k=tf.constant(self.vocab.size))
+        p = np.zeros((len(contexts), self.vocab.size))
+        np.put_along_axis(p, out["ids"].numpy().astype(np.int64), out["probabilities"].numpy().astype(np.float64), 1)
+        return p
+
+
+def _kind(path: str) -> str | None:
+    if os.path.isfile(os.path.join(path, run_dir.CONFIG)):
+        return "model"
+    if os.path.isfile(os.path.join(path, run_dir.NGRAM_MODEL)):
+        return "ngram"
+    if os.path.isfile(os.path.join(path, "saved_model.pb")):
+        return "export"
+    return None
+
+
+def _export_parent(path: str) -> str | None:
+    """The model directory of MODEL_DIR/export/<version>, when `path` is one (read without TensorFlow)."""
+    parent = os.path.dirname(os.path.dirname(os.path.abspath(path)))
+    is_export = os.path.isfile(os.path.join(path, "saved_model.pb"))
+    if is_export and os.path.basename(os.path.dirname(os.path.abspath(path))) == run_dir.EXPORT:
+        if os.path.isfile(os.path.join(parent, run_dir.CONFIG)):
+            return parent
+    return None
