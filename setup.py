@@ -23,8 +23,19 @@ setup(
         "h5py>=3.10,<4",  # the NumPy inference path reads the saved weights without TensorFlow
     ],
     extras_require={
-        "test": ["pytest==9.2.0", "pytest-xdist==3.8.0", "kenlm==0.3.0", "ruff==0.17.6"]
-    },  # kenlm: ARPA round trip; ruff: format check
+        # pyctcdecode (nplm_tf.decoders) declares numpy<2 but runs under numpy 2, which TensorFlow 2.21 needs:
+        # its own dependencies come from here, and it is installed with `pip install --no-deps pyctcdecode==0.5.0`.
+        "asr": ["pygtrie>=2.1,<3", "hypothesis>=6.14,<7", "jiwer>=3,<5"],
+        "test": [
+            "pytest==9.2.0",
+            "pytest-xdist==3.8.0",
+            "kenlm==0.3.0",  # the ARPA round trip, LanguageModel against kenlm.Model
+            "ruff==0.17.6",  # the format check
+            "pygtrie>=2.1,<3",
+            "hypothesis>=6.14,<7",
+            "jiwer>=3,<5",
+        ],
+    },
     entry_points={
         "console_scripts": [
             "nplm-train=nplm_tf.train:run",

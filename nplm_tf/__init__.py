@@ -23,4 +23,8 @@ def __getattr__(name):
         from nplm_tf import language_model
 
         return getattr(language_model, name)
+    if name == "decoders":  # needs pyctcdecode (the asr extra)
+        import importlib
+
+        return importlib.import_module("nplm_tf.decoders")
     raise AttributeError(f"module 'nplm_tf' has no attribute {name!r}")

@@ -33,6 +33,7 @@ What differs from KenLM:
 from __future__ import annotations
 
 import collections
+import math
 import os
 from collections.abc import Iterable, Iterator, Sequence
 
@@ -47,6 +48,7 @@ from pipelines.errors import UserError
 
 DEFAULT_CACHE = 1024  # contexts: |V| float64 each (14,118 words: 113 kB, so about 116 MB at most)
 NOTHING = -1  # a state's position before the sentence (or after a null context)
+_LOG10_E = 1 / math.log(10)
 
 
 class State:
@@ -146,6 +148,7 @@ class LanguageModel:
         self.bos_id = self.vocab.size
         self._index = {w: i for i, w in enumerate(self.vocab.words) if i >= 2}  # "</s>" in a text is <unk>
         self._index["<unk>"] = 1
+        self._call_index = dict(self._index, **{"</s>": 0})  # BaseScore's word: "</s>" is the end
 
     # ------------------------------------------------------------ KenLM API --
 
@@ -169,17 +172,31 @@ class LanguageModel:
 
     def BaseScore(self, in_state: State, word: str, out_state: State) -> float:  # noqa: N802
         """log10 P(word | in_state); `out_state` becomes in_state followed by the word."""
-        return self.BaseFullScore(in_state, word, out_state).log_prob
+        if in_state.__class__ is not State or in_state.model is not self:
+            self._check_state(in_state)
+        if out_state.__class__ is not State:
+            self._check_state(out_state, fresh=True)
+        if word.__class__ is not str:
+            raise UserError(f"a word must be a string, not {type(word).__name__} ({word!r}).")
+        context = in_state.words
+        entry = self._cache.get(context)
+        if entry is None:
+            entry = self._entry(context)
+        else:
+            self._cache.move_to_end(context)
+        i = self._call_index.get(word, 1)
+        out_state.words, out_state.model = (context + (i,))[1:] if self.order > 1 else (), self
+        row, offset = entry[0], entry[1]
+        if offset is None:
+            return math.log10(row[i]) if row[i] > 0 else -math.inf
+        return (float(row[i]) - offset) * _LOG10_E
 
     def BaseFullScore(self, in_state: State, word: str, out_state: State) -> FullScoreReturn:  # noqa: N802
         """`BaseScore` with the length of the context used and whether the word is out of the vocabulary."""
-        self._check_state(in_state)
-        if not isinstance(word, str):
-            raise UserError(f"a word must be a string, not {type(word).__name__} ({word!r}).")
-        if out_state is not in_state:
-            self._check_state(out_state, fresh=True)
-        i = 0 if word == "</s>" else self._index.get(word, 1)
-        return self._score_id(in_state, i, out_state, i == 1)
+        context = in_state.words if in_state.__class__ is State else None
+        value = self.BaseScore(in_state, word, out_state)
+        i = self._call_index.get(word, 1)
+        return FullScoreReturn(value, self._length(context, i), i == 1)
 
     def full_scores(self, sentence: str, bos: bool = True, eos: bool = True) -> Iterator[tuple[float, int, bool]]:
         """(log10 P, ngram length, oov) of each word of the sentence, then of `</s>` when `eos`. A literal
@@ -213,14 +230,19 @@ class LanguageModel:
         """Computes the distributions of these states' contexts that are not cached, in one pass (at most
         `cache_size` of them are kept)."""
         missing = list(dict.fromkeys(s.words for s in states if s.words not in self._cache))
-        if missing:
-            for context, row in zip(missing, self._compute(missing)):
-                self._remember(context, row)
+        for lo in range(0, len(missing), self.cache_size):  # never more at once than the cache keeps
+            part = missing[lo : lo + self.cache_size]
+            for context, entry in zip(part, self._compute(part)):
+                self._remember(context, entry)
 
     def next_word_log10(self, state: State) -> np.ndarray:
-        """log10 P(w | state) of every word w (id order), (|V|,) float64 (read-only: the cache's own)."""
+        """log10 P(w | state) of every word w (id order), (|V|,) float64."""
         self._check_state(state)
-        return self._log10_distribution(state.words)
+        row, offset = self._entry(state.words)
+        if offset is None:
+            with np.errstate(divide="ignore"):
+                return np.log10(row)
+        return (row.astype(np.float64) - offset) * _LOG10_E
 
     # ------------------------------------------------------------- internals --
 
@@ -231,10 +253,16 @@ class LanguageModel:
 
     def _score_id(self, state: State, i: int, out: State, oov: bool) -> FullScoreReturn:
         context = state.words
-        value = float(self._log10_distribution(context)[i])
-        length = self._length(context, i)
+        value = self._value(self._entry(context), i)
         out.words, out.model = (context + (i,))[1:] if self.order > 1 else (), self
-        return FullScoreReturn(value, length, oov)
+        return FullScoreReturn(value, self._length(context, i), oov)
+
+    @staticmethod
+    def _value(entry, i: int) -> float:
+        row, offset = entry[0], entry[1]
+        if offset is None:
+            return math.log10(row[i]) if row[i] > 0 else -math.inf
+        return (float(row[i]) - offset) * _LOG10_E
 
     def _check_state(self, state, fresh: bool = False) -> None:
         if not isinstance(state, State):
@@ -244,28 +272,39 @@ class LanguageModel:
                 raise UserError("this state was never set: call BeginSentenceWrite or NullContextWrite first.")
             raise UserError("this state belongs to another model; states are not shared between models.")
 
-    def _log10_distribution(self, context: tuple[int, ...]) -> np.ndarray:
-        row = self._cache.get(context)
-        if row is None:
-            row = self._compute([context])[0]
-            self._remember(context, row)
+    def _entry(self, context: tuple[int, ...]):
+        """The cached (row, offset) of a context, computed when missing: a full softmax's float32 logits and
+        their ln normalizer (log10 P(w) = (y_w − offset)·log10 e, exact even where P underflows), else the
+        float64 probabilities and None."""
+        entry = self._cache.get(context)
+        if entry is None:
+            entry = self._compute([context])[0]
+            self._remember(context, entry)
         else:
             self._cache.move_to_end(context)
-        return row
+        return entry
 
-    def _remember(self, context: tuple[int, ...], row: np.ndarray) -> None:
-        self._cache[context] = row
+    def _remember(self, context: tuple[int, ...], entry) -> None:
+        self._cache[context] = entry
         self._cache.move_to_end(context)
         while len(self._cache) > self.cache_size:
             self._cache.popitem(last=False)
 
-    def _compute(self, contexts: list[tuple[int, ...]]) -> np.ndarray:
-        """log10 P(· | context) of each context, (len, |V|) float64."""
+    def _compute(self, contexts: list[tuple[int, ...]]) -> list:
+        """Each context's cache entry (`_entry`)."""
         p = None
         if self.network is not None:
             c = self.network.context_size
             rows = np.array([[self.bos_id if w == NOTHING else w for w in ctx[len(ctx) - c :]] for ctx in contexts])
-            p = self.network.distribution(rows.reshape(len(contexts), c))
+            rows = rows.reshape(len(contexts), c)
+            if self.network.head == "softmax" and self.ngram is None:
+                y = self.network.logits(self.network.hidden(rows))  # (rows, |V|) float32
+                top = y.max(axis=1, keepdims=True)
+                e = np.subtract(y, top, dtype=np.float32)
+                np.exp(e, out=e)
+                offsets = np.log(e.sum(axis=1, dtype=np.float64)) + top[:, 0]
+                return [(y[k], float(offsets[k])) for k in range(len(contexts))]
+            p = self.network.distribution(rows)
         elif self._export is not None:
             p = self._export_distribution(contexts)
         if self.ngram is not None:
@@ -276,8 +315,7 @@ class LanguageModel:
                 counts = np.array([self._context_count(ctx) for ctx in contexts], np.float64)
                 lam = self.weights[mixture_lib.frequency_buckets(counts, len(self.weights))][:, None]
                 p = lam * p + (1 - lam) * p_ng
-        with np.errstate(divide="ignore"):
-            return np.log10(p)
+        return [(p[k], None) for k in range(len(contexts))]
 
     def _context_count(self, context: tuple[int, ...]) -> float:
         """The train count of the n-gram's full context (as `KneserNey.context_counts` files a token under):

@@ -26,6 +26,8 @@ REQUIREMENTS = {
     "matplotlib": "matplotlib",
     "numpy": "numpy",
     "pytest": "pytest",
+    "pyctcdecode": "pyctcdecode",
+    "pygtrie": "pygtrie",
     "scipy": "scipy",
     "sklearn": "scikit-learn",
     "tensorflow": "tensorflow",

@@ -1,0 +1,90 @@
+"""`nplm_tf.decoders.PyCTCDecodeLM`: pyctcdecode's beam search with the network as its language model."""
+
+from __future__ import annotations
+
+import numpy as np
+import pyctcdecode  # the asr extra, which the README's test command installs
+import pytest
+
+import nplm_tf
+from nplm_tf.baselines import build as ngram_lib
+from nplm_tf.training import trainer
+from pipelines import corpus as corpus_lib
+from pipelines.errors import UserError
+from tests import helpers
+
+LABELS = ["", " ", *"abcdefghijklmnopqrstuvwxyz", "'"]
+
+
+@pytest.fixture(scope="module")
+def model_dir(tmp_path_factory):
+    root = tmp_path_factory.mktemp("decoders")
+    paths = helpers.tiny_corpus_files(root, train=200)
+    corpus = corpus_lib.files_corpus(paths["train"], paths["valid"], paths["test"])
+    trainer.train_and_evaluate(helpers.tiny_config(epochs=3), str(root / "m"), corpus, verbose=0, export=False)
+    ngram_lib.train_ngram(3, str(root / "kn3"), corpus, min_count=1)
+    return str(root / "m")
+
+
+def emissions(spelled: list[dict[str, float]]) -> np.ndarray:
+    """CTC log-probabilities, (frames, labels): each entry a frame's letters and their mass, a blank frame
+    after each (most of the mass on the blank)."""
+    frames = []
+    for letters in spelled:
+        row = np.full(len(LABELS), 1e-4)
+        for letter, mass in letters.items():
+            row[LABELS.index(letter)] = mass
+        frames.append(row / row.sum())
+        blank = np.full(len(LABELS), 1e-4)
+        blank[0] = 1.0
+        frames.append(blank / blank.sum())
+    return np.log(np.array(frames))
+
+
+def utterance(text: str, ambiguous: dict[int, dict[str, float]]) -> np.ndarray:
+    return emissions([ambiguous.get(i, {c: 0.98}) for i, c in enumerate(text)])
+
+
+def test_only_the_network_decodes_the_word_the_acoustics_leave_in_doubt(model_dir):
+    # "the cat sees" whose vowel of "cat" sounds more like "o": the letters alone decode "cot".
+    log_probs = utterance("the cat sees", {5: {"a": 0.4, "o": 0.58}})
+    alphabet = pyctcdecode.Alphabet.build_alphabet(LABELS)
+    plain = pyctcdecode.BeamSearchDecoderCTC(alphabet).decode(log_probs)
+    assert plain == "the cot sees"
+    lm = nplm_tf.decoders.PyCTCDecodeLM(nplm_tf.LanguageModel(model_dir), alpha=0.5, beta=1.0)
+    decoded = pyctcdecode.BeamSearchDecoderCTC(alphabet, language_model=lm).decode(log_probs)
+    assert decoded == "the cat sees"
+    # A network that never saw the sentence's words ranks them as it ranks others: mixed with the n-gram too.
+    mixed = nplm_tf.decoders.PyCTCDecodeLM(nplm_tf.LanguageModel(model_dir, ngram_dir=model_dir + "/../kn3"))
+    assert pyctcdecode.BeamSearchDecoderCTC(alphabet, language_model=mixed).decode(log_probs) == "the cat sees"
+
+
+def test_its_scores_are_pyctcdecodes_shallow_fusion(model_dir):
+    model = nplm_tf.LanguageModel(model_dir)
+    lm = nplm_tf.decoders.PyCTCDecodeLM(model, alpha=0.7, beta=2.0, unk_score_offset=-10.0)
+    start = lm.get_start_state()
+    score, state = lm.score(start, "the")
+    out = nplm_tf.State()
+    assert score == pytest.approx(0.7 * model.BaseScore(start, "the", out) * np.log(10) + 2.0)
+    assert state == out
+    last, _ = lm.score(state, "zebra", is_last_word=True)
+    expected = model.BaseScore(state, "zebra", out) - 10.0 + model.BaseScore(out, "</s>", nplm_tf.State())
+    assert last == pytest.approx(0.7 * expected * np.log(10) + 2.0)
+    assert lm.score_partial_token("ca") == 0.0 and lm.score_partial_token("zq") == -10.0
+    assert lm.score_partial_token("zqzqzqzqz") == pytest.approx(-10.0 * 9 / 6)
+    assert lm.order == model.order
+    lm.reset_params(alpha=0.1)
+    assert lm.alpha == 0.1
+    with pytest.raises(UserError, match="is not a parameter"):
+        lm.reset_params(gamma=1.0)
+    with pytest.raises(UserError, match="unigrams must be a collection of strings"):
+        nplm_tf.decoders.PyCTCDecodeLM(model, unigrams=[1, 2])
+
+
+def test_installing_pyctcdecode_left_numpy_2_and_tensorflow_importable():
+    import subprocess
+    import sys
+
+    code = "import numpy, tensorflow, pyctcdecode; print(numpy.__version__.split('.')[0])"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert done.returncode == 0 and int(done.stdout.split()[-1]) >= 2, done.stderr[-2000:]
