@@ -12,7 +12,7 @@ A training run (`nplm_tf.train`) writes
     model.keras       the best model in Keras's format
     export/<version>/ the SavedModel
     corpus.json       the corpus flags it was trained with (evaluate and query read the same corpus)
-    mixture.json      after `evaluate --ngram_dir`: the fitted mixture weights
+    mixture.json      after `evaluate --ngram_dir --save_mixture`: the fitted mixture weights
     tail_ngram/       with --shortlist and an n-gram tail: its Kneser-Ney model (an n-gram directory)
     metrics.json      written last: the run's results
     .train.lock       locked by the process training in the directory (`TrainingLock`)

@@ -20,6 +20,7 @@ REQUIREMENTS = {
     "absl": "absl-py",
     "google": "protobuf",
     "h5py": "h5py",
+    "jiwer": "jiwer",
     "keras": "keras",
     "keras_tuner": "keras-tuner",
     "kenlm": "kenlm",

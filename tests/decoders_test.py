@@ -88,3 +88,22 @@ def test_installing_pyctcdecode_left_numpy_2_and_tensorflow_importable():
     code = "import numpy, tensorflow, pyctcdecode; print(numpy.__version__.split('.')[0])"
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert done.returncode == 0 and int(done.stdout.split()[-1]) >= 2, done.stderr[-2000:]
+
+
+def test_the_ctc_benchmarks_spelling_and_channel():
+    import random
+
+    from benchmarks import ctc_decoding
+
+    assert ctc_decoding.normalize("The jury 's `` Fulton '' said , it's 1961 .") == "the jury 's fulton said it's"
+    assert ctc_decoding.sentences("a b . c d ? e") == [" a b", "c d", "e "]
+    text = "the jury said it did find that"
+    alphabet = pyctcdecode.Alphabet.build_alphabet(ctc_decoding.LABELS)
+    clean = ctc_decoding.emissions(text, random.Random(0), noise=0.0, spread=0.3, frames=2)
+    assert clean.shape == (3 * len(text), len(ctc_decoding.LABELS))
+    assert pyctcdecode.BeamSearchDecoderCTC(alphabet).decode(clean) == text
+    noisy = ctc_decoding.emissions(text * 20, random.Random(0), noise=0.25, spread=0.3, frames=2)
+    best = np.asarray(ctc_decoding.LABELS)[noisy[::3].argmax(axis=1)]
+    letters = [c for c in text * 20 if c != " "]
+    wrong = sum(b != c for b, c in zip(best[[i for i, c in enumerate(text * 20) if c != " "]], letters))
+    assert 0.15 < wrong / len(letters) < 0.3  # about --noise of the letters that have alike ones are heard wrong

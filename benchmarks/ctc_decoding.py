@@ -1,0 +1,222 @@
+"""The word error rate a language model buys a CTC speech decoder: no LM, KN5, the network, their mixture.
+
+    # 1. the corpus in an ASR spelling, and models trained on it
+    python -m benchmarks.ctc_decoding --prepare=runs/asr_text
+    python -m nplm_tf.train --model_dir=runs/asr_mlp9 --corpus=files --train_files=runs/asr_text/train.txt \\
+        --valid_files=runs/asr_text/valid.txt --test_files=runs/asr_text/test.txt
+    python -m nplm_tf.ngram --order=5 --output=runs/asr_kn5 --corpus=files --train_files=runs/asr_text/train.txt \\
+        --valid_files=runs/asr_text/valid.txt --test_files=runs/asr_text/test.txt
+    # 2. decode
+    python -m benchmarks.ctc_decoding --text_dir=runs/asr_text --model_dir=runs/asr_mlp9 --ngram_dir=runs/asr_kn5
+
+The ASR spelling (`normalize`): lower case, letters and the apostrophe, one space between words; Brown's
+punctuation tokens dropped. The train split is one line per Brown text; valid and test are cut into
+sentences (at `.`, `?`, `!`), of which those of 5-30 words are the utterances.
+
+The noisy channel (`emissions`, seeded): each character becomes --frames frames of posteriors followed by
+a blank frame. With probability --noise a character is confused: its frames put the larger mass on a
+letter that sounds alike (`CONFUSABLE`), the true one second; otherwise the true letter gets
+1 − --spread and its alike letters share the rest. Every other label gets a floor of 1e-4. The space is
+a label of its own (never confused), as in character CTC models.
+
+Decoded with pyctcdecode's beam search (beam 100): no language model; KN5 through pyctcdecode's own
+`LanguageModel` on the `kenlm` module reading KN5's ARPA; the network and the network + KN5 mixture through
+`nplm_tf.decoders.PyCTCDecodeLM`. α and β are chosen per model on --valid_utterances valid utterances over
+a small grid, then the test utterances are decoded once. Also: the no-LM decode's 100 best (its
+`decode_beams`) rescored by acoustic score + α·ln P + β·words with each model. WER by jiwer; seconds per
+utterance of each decode. Prints one JSON object.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import os
+import random
+import re
+import time
+
+from absl import flags
+
+from pipelines import app
+from pipelines.errors import UserError
+
+PREPARE = app.define_path("prepare", None, "Write the corpus in the ASR spelling to this directory, then stop.")
+TEXT_DIR = app.define_path("text_dir", None, "The directory --prepare wrote.")
+MODEL_DIR = app.define_path("model_dir", None, "A network trained on TEXT_DIR's train.txt.")
+NGRAM_DIR = app.define_path("ngram_dir", None, "A Kneser-Ney n-gram built on the same text (its model.arpa).")
+NOISE = flags.DEFINE_float("noise", 0.25, "Share of characters whose frames favour an alike letter.")
+SPREAD = flags.DEFINE_float("spread", 0.3, "Posterior mass an unconfused character leaves to its alike letters.")
+FRAMES = flags.DEFINE_integer("frames", 2, "Frames per character (a blank frame follows them).")
+SEED = flags.DEFINE_integer("seed", 0, "Seed of the channel and of the utterances drawn.")
+VALID_UTTERANCES = flags.DEFINE_integer("valid_utterances", 40, "Valid utterances that choose α and β.")
+TEST_UTTERANCES = flags.DEFINE_integer("test_utterances", 200, "Test utterances decoded.")
+ALPHAS = flags.DEFINE_list("alphas", ["0.3", "0.6", "1.0"], "The grid of α.")
+BETAS = flags.DEFINE_list("betas", ["0.5", "1.5", "3.0"], "The grid of β.")
+
+LABELS = ["", " ", *"abcdefghijklmnopqrstuvwxyz", "'"]
+# Letters that sound alike (a coarse phonetic grouping): a confused character is heard as one of them.
+CONFUSABLE = {}
+for group in ("aeiou", "bp", "dt", "gkc", "mn", "fv", "sz", "lr", "wv", "yi", "jg", "qk", "xs", "h'"):
+    for letter in group:
+        CONFUSABLE.setdefault(letter, set()).update(c for c in group if c != letter)
+CONFUSABLE = {k: sorted(v) for k, v in CONFUSABLE.items()}
+
+
+def normalize(line: str) -> str:
+    """The ASR spelling: lower case, letters and apostrophes, words one space apart."""
+    words = (re.sub(r"[^a-z']", "", token.lower()) for token in line.split())
+    return " ".join(w for w in words if w.strip("'"))
+
+
+def sentences(text: str) -> list[str]:
+    return [s for s in re.split(r" [.?!] ", f" {text} ") if s.strip()]
+
+
+def prepare(directory: str) -> dict:
+    from pipelines import corpus as corpus_lib
+    from pipelines import files
+
+    corpus = corpus_lib.brown_corpus()
+    os.makedirs(directory, exist_ok=True)
+    counts = {}
+    for name in ("train", "valid", "test"):
+        lines = list(corpus[name].iter_lines())
+        if name != "train":
+            lines = [s for line in lines for s in sentences(line)]
+        kept = [t for t in map(normalize, lines) if t]
+        files.write_text(os.path.join(directory, f"{name}.txt"), "".join(t + "\n" for t in kept))
+        counts[name] = len(kept)
+    return counts
+
+
+def emissions(text: str, rng: random.Random, noise: float, spread: float, frames: int):
+    """The channel's (frames, labels) log-posteriors of `text` (see the module's docstring)."""
+    import numpy as np
+
+    rows = []
+    for char in text:
+        row = np.full(len(LABELS), 1e-4)
+        alike = CONFUSABLE.get(char, [])
+        if char != " " and alike and rng.random() < noise:
+            heard = rng.choice(alike)
+            row[LABELS.index(heard)] = 0.55
+            row[LABELS.index(char)] = 0.35
+        else:
+            row[LABELS.index(char)] = 1.0 - (spread if alike else 0.0)
+            for other in alike:
+                row[LABELS.index(other)] += spread / len(alike)
+        rows += [row / row.sum()] * frames
+        blank = np.full(len(LABELS), 1e-4)
+        blank[0] = 1.0
+        rows.append(blank / blank.sum())
+    return np.log(np.array(rows, dtype=np.float32))
+
+
+def utterances(path: str, count: int, rng: random.Random) -> list[str]:
+    with open(path, encoding="utf-8") as f:
+        pool = [line.strip() for line in f if 5 <= len(line.split()) <= 30]
+    if len(pool) < count:
+        raise UserError(f"{path} has {len(pool)} utterances of 5-30 words, fewer than the {count} asked.")
+    return rng.sample(pool, count)
+
+
+def check() -> None:
+    if PREPARE.value:
+        return
+    for flag in (TEXT_DIR, MODEL_DIR, NGRAM_DIR):
+        if not flag.value:
+            raise UserError(f"--{flag.name} is required (or --prepare=DIR first).")
+    if not os.path.isfile(os.path.join(NGRAM_DIR.value, "model.arpa")):
+        raise UserError(f"{NGRAM_DIR.value} has no model.arpa; build it with nplm_tf.ngram (without --noarpa).")
+    if not 0 <= NOISE.value < 1 or not 0 <= SPREAD.value < 1 or FRAMES.value < 1:
+        raise UserError("--noise and --spread must be in [0, 1) and --frames at least 1.")
+
+
+def main(argv, checked):
+    if PREPARE.value:
+        print(json.dumps({"prepared": PREPARE.value, "lines": prepare(PREPARE.value)}))
+        return
+    import jiwer
+    import kenlm
+    import numpy as np
+    import pyctcdecode
+
+    import nplm_tf
+    from nplm_tf.decoders import PyCTCDecodeLM
+
+    rng = random.Random(SEED.value)
+    valid = utterances(os.path.join(TEXT_DIR.value, "valid.txt"), VALID_UTTERANCES.value, rng)
+    test = utterances(os.path.join(TEXT_DIR.value, "test.txt"), TEST_UTTERANCES.value, rng)
+    channel = random.Random(SEED.value + 1)
+    heard = lambda t: emissions(t, channel, NOISE.value, SPREAD.value, FRAMES.value)  # noqa: E731
+    inputs = {"valid": [heard(t) for t in valid], "test": [heard(t) for t in test]}
+    alphabet = pyctcdecode.Alphabet.build_alphabet(LABELS)
+    network = nplm_tf.LanguageModel(MODEL_DIR.value, mixture=False)
+    mixed = nplm_tf.LanguageModel(MODEL_DIR.value, ngram_dir=NGRAM_DIR.value)
+    kn5 = kenlm.Model(os.path.join(NGRAM_DIR.value, "model.arpa"))
+    unigrams = list(network.vocab.words[2:])
+    makers = {
+        "none": None,
+        "kn5": lambda a, b: pyctcdecode.LanguageModel(kn5, unigrams, alpha=a, beta=b),
+        "network": lambda a, b: PyCTCDecodeLM(network, unigrams, alpha=a, beta=b),
+        "network+kn5": lambda a, b: PyCTCDecodeLM(mixed, unigrams, alpha=a, beta=b),
+    }
+    grid = list(itertools.product(map(float, ALPHAS.value), map(float, BETAS.value)))
+
+    def decode(lm, split):
+        decoder = pyctcdecode.BeamSearchDecoderCTC(alphabet, language_model=lm)
+        start = time.perf_counter()
+        texts = [decoder.decode(x) for x in inputs[split]]
+        return texts, (time.perf_counter() - start) / len(texts)
+
+    references = {"valid": valid, "test": test}
+    result = {"utterances": {"valid": len(valid), "test": len(test)}, "noise": NOISE.value, "spread": SPREAD.value}
+    for name, make in makers.items():
+        if make is None:
+            texts, seconds = decode(None, "test")
+            result[name] = {"wer": jiwer.wer(test, texts), "seconds_per_utterance": seconds}
+            continue
+        tuned = min(grid, key=lambda ab: jiwer.wer(valid, decode(make(*ab), "valid")[0]))
+        texts, seconds = decode(make(*tuned), "test")
+        result[name] = {
+            "wer": jiwer.wer(test, texts),
+            "seconds_per_utterance": seconds,
+            "alpha": tuned[0],
+            "beta": tuned[1],
+        }
+    # The no-LM decode's 100 best, rescored.
+    plain = pyctcdecode.BeamSearchDecoderCTC(alphabet)
+    nbest = {split: [plain.decode_beams(x, beam_width=100) for x in inputs[split]] for split in ("valid", "test")}
+    scorers = {"kn5": lambda t: kn5.score(t), "network": network.score, "network+kn5": mixed.score}
+    for name, score in scorers.items():
+        lm_scores = {
+            split: [[score(beam[0]) * np.log(10) for beam in beams] for beams in nbest[split]]
+            for split in ("valid", "test")
+        }
+
+        def pick(split, alpha, beta):
+            chosen = []
+            for beams, lm in zip(nbest[split], lm_scores[split]):
+                totals = [b[3] + alpha * s + beta * len(b[0].split()) for b, s in zip(beams, lm)]
+                chosen.append(beams[int(np.argmax(totals))][0])
+            return chosen
+
+        tuned = min(grid, key=lambda ab: jiwer.wer(references["valid"], pick("valid", *ab)))
+        result[f"rescore_100best_{name}"] = {
+            "wer": jiwer.wer(test, pick("test", *tuned)),
+            "alpha": tuned[0],
+            "beta": tuned[1],
+        }
+    result["ratio_network_to_kn5_seconds"] = (
+        result["network"]["seconds_per_utterance"] / result["kn5"]["seconds_per_utterance"]
+    )
+    print(json.dumps(result, indent=2))
+
+
+def run():
+    app.run(main, check, tensorflow=False)
+
+
+if __name__ == "__main__":
+    run()
