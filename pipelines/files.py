@@ -90,13 +90,16 @@ def remove_empty_directories(directories: list[str]) -> None:
             return
 
 
-def _probe(flag: str, path: str, directory: str) -> None:
+def _probe(flag: str, path: str, directory: str, give: str = "file name") -> None:
     """Creates and removes a file in `directory`: the one sure test that the output can be written there
     (permission bits say nothing to root, nor about /proc, a read-only mount or a full quota)."""
     try:
         fd, name = tempfile.mkstemp(prefix=f"{TMP_PREFIX}{os.getpid()}-probe-", dir=directory)
     except OSError as e:
-        raise UserError(f"--{flag}={path} cannot be written: {e.strerror or e} in {directory}.") from None
+        where = "" if os.path.abspath(directory) == os.path.abspath(path) else f" in {directory}"
+        raise UserError(
+            f"--{flag}={path} cannot be written ({e.strerror or e}{where}); give a writable {give}."
+        ) from None
     os.close(fd)
     os.remove(name)
 
@@ -110,8 +113,8 @@ def check_output_dir(flag: str, path: str) -> None:
     while not os.path.exists(existing):
         existing = os.path.dirname(existing)
     if not os.path.isdir(existing):
-        raise UserError(f"--{flag}={path}: {existing} is a file, not a directory.")
-    _probe(flag, path, existing)
+        raise UserError(f"--{flag}={path} cannot be written (Not a directory); give a writable directory.")
+    _probe(flag, path, existing, "directory")
 
 
 def check_output_file(flag: str, path: str) -> None:

@@ -13,6 +13,7 @@ import tensorflow as tf
 
 from nplm_tf.baselines import build as ngram_lib
 from nplm_tf.baselines import kneser_ney as kn
+from nplm_tf.baselines import network_mixture
 from nplm_tf.network import model as model_lib
 from nplm_tf.network import objectives, scoring, shortlist
 from nplm_tf.network.network_tail import NetworkTail
@@ -280,8 +281,10 @@ def test_a_short_list_mixed_with_an_ngram_is_served_as_scored_and_its_export_hol
     corpus, _ = tiny_corpus(tmp_path)
     model_dir = str(tmp_path / "m")
     trainer.train_and_evaluate(helpers.tiny_config(epochs=1, shortlist=8), model_dir, corpus, verbose=0, export=False)
-    # Mixed with an n-gram on its vocabulary (its own tail's): fitted on valid and saved, as `evaluate` fits it.
+    # Mixed with an n-gram on its vocabulary (its own tail's): fitted on valid and saved, as `evaluate
+    # --save_mixture` fits and saves it.
     scorer = lines_lib.LineScorer(model_dir, os.path.join(model_dir, "tail_ngram"), mode="mixture")
+    network_mixture.save_fit(model_dir, {"fit": scorer.fit})
     expected = scorer.probabilities(corpus["test"])
     path = saved_model.export(model_dir)
     served = tf.saved_model.load(path)

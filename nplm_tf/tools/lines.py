@@ -71,7 +71,7 @@ class LineScorer:
             self._numpy = NumpyNetwork.load(model_dir) if mode != "ngram" else None
         else:
             self.config, self.vocab, self._model = run_dir.load_trained(model_dir, precision)
-        self.ngram, self.weights = None, None
+        self.ngram, self.weights, self.fit = None, None, None  # fit: a fit made here (`save_fit` keeps it)
         if mode != "network":
             self.ngram = network_mixture.load_checked(self.vocab, ngram_dir)
         if mode == "mixture":
@@ -98,6 +98,7 @@ class LineScorer:
         report = network_mixture.fit_and_score(
             probs, splits, self.vocab, self.ngram, self.ngram_dir, "eval", digest=digest
         )
+        self.fit = report["fit"]
         why = "its saved fit is for the n-gram before it was rebuilt" if same else "the model keeps no fit for it"
         print(
             f"note: fitted the mixture with {self.ngram_dir} on the valid split ({why}); nothing was saved: "
