@@ -34,11 +34,11 @@ import itertools
 import json
 import os
 import random
-import re
 import time
 
 from absl import flags
 
+from benchmarks.asr_channel import LABELS, emissions, normalize, sentences
 from pipelines import app
 from pipelines.errors import UserError
 
@@ -54,24 +54,6 @@ VALID_UTTERANCES = flags.DEFINE_integer("valid_utterances", 30, "Valid utterance
 TEST_UTTERANCES = flags.DEFINE_integer("test_utterances", 200, "Test utterances decoded.")
 ALPHAS = flags.DEFINE_list("alphas", ["0.05", "0.1", "0.2", "0.4"], "The grid of α.")
 BETAS = flags.DEFINE_list("betas", ["0", "1", "2"], "The grid of β.")
-
-LABELS = ["", " ", *"abcdefghijklmnopqrstuvwxyz", "'"]
-# Letters that sound alike (a coarse phonetic grouping): a confused character is heard as one of them.
-CONFUSABLE = {}
-for group in ("aeiou", "bp", "dt", "gkc", "mn", "fv", "sz", "lr", "wv", "yi", "jg", "qk", "xs", "h'"):
-    for letter in group:
-        CONFUSABLE.setdefault(letter, set()).update(c for c in group if c != letter)
-CONFUSABLE = {k: sorted(v) for k, v in CONFUSABLE.items()}
-
-
-def normalize(line: str) -> str:
-    """The ASR spelling: lower case, letters and apostrophes, words one space apart."""
-    words = (re.sub(r"[^a-z']", "", token.lower()) for token in line.split())
-    return " ".join(w for w in words if w.strip("'"))
-
-
-def sentences(text: str) -> list[str]:
-    return [s for s in re.split(r" [.?!] ", f" {text} ") if s.strip()]
 
 
 def prepare(directory: str) -> dict:
@@ -89,29 +71,6 @@ def prepare(directory: str) -> dict:
         files.write_text(os.path.join(directory, f"{name}.txt"), "".join(t + "\n" for t in kept))
         counts[name] = len(kept)
     return counts
-
-
-def emissions(text: str, rng: random.Random, noise: float, spread: float, frames: int):
-    """The channel's (frames, labels) log-posteriors of `text` (see the module's docstring)."""
-    import numpy as np
-
-    rows = []
-    for char in text:
-        row = np.full(len(LABELS), 1e-4)
-        alike = CONFUSABLE.get(char, [])
-        if char != " " and alike and rng.random() < noise:
-            heard = rng.choice(alike)
-            row[LABELS.index(heard)] = 0.55
-            row[LABELS.index(char)] = 0.35
-        else:
-            row[LABELS.index(char)] = 1.0 - (spread if alike else 0.0)
-            for other in alike:
-                row[LABELS.index(other)] += spread / len(alike)
-        rows += [row / row.sum()] * frames
-        blank = np.full(len(LABELS), 1e-4)
-        blank[0] = 1.0
-        rows.append(blank / blank.sum())
-    return np.log(np.array(rows, dtype=np.float32))
 
 
 def utterances(path: str, count: int, rng: random.Random) -> list[str]:

@@ -93,7 +93,7 @@ def test_installing_pyctcdecode_left_numpy_2_and_tensorflow_importable():
 def test_the_ctc_benchmarks_spelling_and_channel():
     import random
 
-    from benchmarks import ctc_decoding
+    from benchmarks import asr_channel as ctc_decoding
 
     assert ctc_decoding.normalize("The jury 's `` Fulton '' said , it's 1961 .") == "the jury 's fulton said it's"
     assert ctc_decoding.sentences("a b . c d ? e") == [" a b", "c d", "e "]
