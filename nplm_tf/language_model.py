@@ -42,7 +42,6 @@ import numpy as np
 from nplm_tf import run_dir
 from nplm_tf.baselines import build as ngram_lib
 from nplm_tf.baselines import mixture as mixture_lib
-from nplm_tf.baselines import network_mixture
 from pipelines import corpus as corpus_lib
 from pipelines.errors import UserError
 
@@ -129,12 +128,8 @@ class LanguageModel:
             self.vocab = run_dir.RunDir(path).load_vocab()
             chosen = ngram_dir or (lines_lib.saved_mixture_ngram(path) if mixture else None)
             if chosen:
-                scorer = lines_lib.LineScorer.__new__(lines_lib.LineScorer)  # its fit, without a second network
-                scorer.model_dir, scorer.ngram_dir, scorer.mode, scorer.precision = path, chosen, "mixture", None
-                scorer._model, scorer._numpy, scorer.vocab = None, self.network, self.vocab
-                scorer.config = self.network.config
-                scorer.ngram = network_mixture.load_checked(self.vocab, chosen)
-                self.ngram, self.weights = scorer.ngram, scorer._fitted_weights()
+                scorer = lines_lib.LineScorer(path, chosen, "mixture", network=self.network)  # its fit
+                self.ngram, self.weights = scorer.ngram, scorer.weights
                 self._totals = self.ngram.context_totals()
             self.order = max(self.network.order, self.ngram.order if self.ngram is not None else 0)
         elif kind == "export":

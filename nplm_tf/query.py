@@ -26,15 +26,7 @@ NGRAM_DIR = app.define_path(
 )
 NGRAM_ONLY = flags.DEFINE_boolean("ngram_only", False, "With --ngram_dir: score with the n-gram alone (λ = 0).")
 BATCH_LINES = flags.DEFINE_integer("batch_lines", 10_000, "Lines read and scored together.")
-MIXTURE = flags.DEFINE_boolean(
-    "mixture", True, "Without --ngram_dir: score with the mixture MODEL_DIR/mixture.json keeps, when it has one."
-)
-PRECISION = flags.DEFINE_enum(
-    "precision",
-    None,
-    ["float32", "mixed_bfloat16"],
-    "Score with TensorFlow in this precision (default: NumPy in float32, without TensorFlow: the same weights).",
-)
+MIXTURE, PRECISION = run_dir.numpy_scoring_flags()
 
 
 def format_line(score, order: int) -> str:

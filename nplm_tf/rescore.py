@@ -23,15 +23,7 @@ MODEL_DIR = app.define_path("model_dir", None, "A directory written by nplm_tf.t
 NGRAM_DIR = app.define_path("ngram_dir", None, "Score with the network mixed with this nplm_tf.ngram model.")
 FEATURE_NAME = flags.DEFINE_string("feature_name", "NPLM", "Name of the appended feature.")
 BATCH_LINES = flags.DEFINE_integer("batch_lines", 10_000, "Hypotheses read and scored together.")
-MIXTURE = flags.DEFINE_boolean(
-    "mixture", True, "Without --ngram_dir: score with the mixture MODEL_DIR/mixture.json keeps, when it has one."
-)
-PRECISION = flags.DEFINE_enum(
-    "precision",
-    None,
-    ["float32", "mixed_bfloat16"],
-    "Score with TensorFlow in this precision (default: NumPy in float32, without TensorFlow: the same weights).",
-)
+MIXTURE, PRECISION = run_dir.numpy_scoring_flags()
 
 
 def check() -> None:

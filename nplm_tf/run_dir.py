@@ -225,6 +225,23 @@ def precision_flag(what: str):
     )
 
 
+def numpy_scoring_flags():
+    """`query`'s and `rescore`'s --mixture and --precision: a saved mixture served by default, and the network
+    in NumPy (`LineScorer`) unless a precision asks for TensorFlow's path."""
+    from absl import flags
+
+    mixture = flags.DEFINE_boolean(
+        "mixture", True, "Without --ngram_dir: score with the mixture MODEL_DIR/mixture.json keeps, when it has one."
+    )
+    precision = flags.DEFINE_enum(
+        "precision",
+        None,
+        list(PRECISIONS),
+        "Score with TensorFlow in this precision (default: NumPy in float32, without TensorFlow: the same weights).",
+    )
+    return mixture, precision
+
+
 def load_trained(model_dir: str, precision: str | None = None):
     """The (config, vocabulary, best-by-validation Keras model) of a training run (a short list's with its tail).
 

@@ -58,9 +58,12 @@ class LineScorer:
         or "ngram" (the n-gram alone, as KenLM's `query` scores it).
       precision: None (the default): the network in NumPy, float32, without TensorFlow; else TensorFlow in this
         precision (`run_dir.load_trained`).
+      network: with precision None, the model directory's `NumpyNetwork` when the caller has it loaded.
     """
 
-    def __init__(self, model_dir: str, ngram_dir: str | None = None, mode: str = "network", precision=None):
+    def __init__(
+        self, model_dir: str, ngram_dir: str | None = None, mode: str = "network", precision=None, network=None
+    ):
         self.model_dir, self.ngram_dir, self.mode, self.precision = model_dir, ngram_dir, mode, precision
         self._model = self._numpy = None
         if precision is None:
@@ -68,7 +71,7 @@ class LineScorer:
 
             run = run_dir.check_trained(model_dir)
             self.config, self.vocab = run.read_config(), run.load_vocab()
-            self._numpy = NumpyNetwork.load(model_dir) if mode != "ngram" else None
+            self._numpy = network or (NumpyNetwork.load(model_dir) if mode != "ngram" else None)
         else:
             self.config, self.vocab, self._model = run_dir.load_trained(model_dir, precision)
         self.ngram, self.weights, self.fit = None, None, None  # fit: a fit made here (`save_fit` keeps it)
