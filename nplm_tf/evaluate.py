@@ -4,6 +4,7 @@
     python -m nplm_tf.evaluate --model_dir=DIR --files='x/*.txt' --per_token=out.tsv
 
     python -m nplm_tf.evaluate --model_dir=DIR --ngram_dir=KN --save_mixture   # fit, report, and keep the fit
+    python -m nplm_tf.evaluate --nplm_model=FILE --per_token=out.tsv   # a model trained by the nplm toolkit
 
 Prints the perplexity, tokens and OOV rate (and with --ngram_dir the mixtures' perplexities): a short table
 on a terminal, one JSON line when piped or with --format=json. --per_token writes one line per predicted
@@ -13,6 +14,10 @@ token: the token (as the vocabulary sees it), ln P and log10 P (the network's; w
 The mixture's weights are fitted on the valid split and reported; nothing in DIR changes unless
 --save_mixture, which keeps the fit as DIR/mixture.json: `query`, `rescore`, `generate` and the next `export`
 of DIR then serve the mixture (each with --nomixture leaves it out).
+
+--nplm_model scores with a model file of the USC/ISI nplm toolkit (one tanh hidden layer, `num_hidden 0`:
+what equation (1) covers) instead of a model directory, on --files or the corpus flags' split, tokenized as
+ours; its --per_token file compares with ours by `nplm_tf.compare`.
 """
 
 import contextlib
@@ -25,7 +30,10 @@ from absl import flags
 from nplm_tf import run_dir
 from pipelines import app, corpus_flags, tables
 
-MODEL_DIR = app.define_path("model_dir", None, "A directory written by nplm_tf.train.", required=True)
+MODEL_DIR = app.define_path("model_dir", None, "A directory written by nplm_tf.train.")
+NPLM_MODEL = app.define_path(
+    "nplm_model", None, "Instead of --model_dir: a model file of the nplm toolkit (num_hidden 0, tanh) to score."
+)
 SPLIT = flags.DEFINE_enum(
     "split",
     "test",
@@ -72,6 +80,18 @@ def check():
     from pipelines import files
     from pipelines.errors import UserError
 
+    if bool(MODEL_DIR.value) == bool(NPLM_MODEL.value):
+        raise UserError("give one of --model_dir (a model trained here) and --nplm_model (an nplm toolkit file).")
+    if NPLM_MODEL.value:
+        given = [f"--{f.name}" for f in (NGRAM_DIR, MIXTURE_PER_TOKEN, SAVE_MIXTURE, PRECISION) if f.present]
+        if given:
+            raise UserError(f"{', '.join(given)} needs --model_dir; leave it out with --nplm_model.")
+        files.check_input_file("nplm_model", NPLM_MODEL.value)
+        if PER_TOKEN.value:
+            files.check_output_file("per_token", PER_TOKEN.value)
+        split = corpus_lib.file_split(FILES.value) if FILES.value else corpus_flags.corpus_from_flags()[SPLIT.value]
+        corpus_lib.check_split(split, order=1)
+        return None, split
     run_dir.check_trained(MODEL_DIR.value)
     if MIXTURE_PER_TOKEN.value and not NGRAM_DIR.value:
         raise UserError("--mixture_per_token needs --ngram_dir (the n-gram the network is mixed with).")
@@ -102,6 +122,10 @@ def check():
 
 
 def main(argv, checked):
+    if NPLM_MODEL.value:
+        evaluate_nplm(checked[1])
+        return
+    app.import_tensorflow_quietly()
     import numpy as np
 
     from nplm_tf.network import scoring
@@ -163,6 +187,26 @@ def main(argv, checked):
             )
 
 
+def evaluate_nplm(split) -> None:
+    """Exact perplexity of an nplm toolkit model on `split`, in NumPy."""
+    import math
+
+    from nplm_tf.inference import nplm_format
+    from nplm_tf.tools import per_token
+    from pipelines import corpus as corpus_lib
+    from pipelines import files
+
+    model = nplm_format.NplmModel.read(NPLM_MODEL.value)
+    lines = [tokens for tokens in (corpus_lib.tokenize(line) for line in split.iter_lines()) if tokens]
+    ln_p, seen, unknown = model.line_log_probs(lines)
+    if PER_TOKEN.value:
+        with files.atomic_output(PER_TOKEN.value) as tmp, open(tmp, "w", encoding="utf-8") as out:
+            out.writelines(per_token.line(word, value) for word, value in zip(seen, ln_p))
+    summary = {"perplexity": math.exp(-float(ln_p.mean())), "tokens": int(ln_p.size), "oov_rate": unknown / ln_p.size}
+    form = FORMAT.value or ("table" if tables.on_terminal() else "json")
+    print(json.dumps(summary) if form == "json" else summary_table(summary), flush=True)
+
+
 def summary_table(summary: dict) -> str:
     """The results as a person reads them on a terminal."""
     rows = [["network", f"{summary['perplexity']:.2f}", ""]]
@@ -197,7 +241,7 @@ def mix_with_ngram(config, vocab, model, valid, split, eval_probs, progress=Fals
 
 
 def run():
-    app.run(main, check)
+    app.run(main, check, tensorflow=False)  # loaded in `main`, where a model directory is scored
 
 
 if __name__ == "__main__":

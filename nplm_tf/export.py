@@ -1,6 +1,7 @@
 """Writes a trained model as a self-contained SavedModel for TensorFlow Serving.
 
     python -m nplm_tf.export --model_dir=runs/mlp9 --export_dir=/models/nplm [--version=N]
+    python -m nplm_tf.export --model_dir=runs/mlp9 --format=nplm --export_dir=mlp9.nplm   # for nplm and Moses
 
 Writes EXPORT_DIR/<version>/ (default: the next free version number) with the
 signatures serving_default, next_word, score and generate; see README.md. If
@@ -10,9 +11,16 @@ An existing version is never overwritten. `--precision=float32` serves a
 model trained in mixed_bfloat16 in float32 (the same weights), which is faster
 on a CPU without bfloat16 instructions; its probabilities are then
 `nplm_tf.evaluate --precision=float32`'s.
+
+--format=nplm writes the network as one text file in the USC/ISI nplm toolkit's format, which its
+testNeuralNetwork and the Moses decoder's `NeuralLM` feature read (`inference/nplm_format.py`): a network with
+one tanh layer and a full softmax (no direct connections, no short list). Moses scores with the raw outputs,
+unnormalized: an NCE-trained model, nearly self-normalized, suits it; the export prints ln Z's mean and
+spread over validation contexts to show how near.
 """
 
 import json
+import os
 
 from absl import flags
 
@@ -24,6 +32,13 @@ EXPORT_DIR = app.define_path("export_dir", None, "Where to write <version>/saved
 VERSION = flags.DEFINE_integer("version", None, "Version subdirectory (default: one above the largest present).")
 MIXTURE = flags.DEFINE_boolean("mixture", True, "Serve the n-gram mixture when MODEL_DIR/mixture.json exists.")
 PRECISION = run_dir.precision_flag("Serve")
+FORMAT = flags.DEFINE_enum(
+    "format",
+    "savedmodel",
+    ["savedmodel", "nplm"],
+    "savedmodel (TensorFlow Serving), or nplm: one text file for the nplm toolkit and Moses's NeuralLM, written "
+    "to --export_dir=FILE.",
+)
 
 
 def check() -> None:
@@ -33,13 +48,34 @@ def check() -> None:
 
     if VERSION.value is not None and VERSION.value < 0:
         raise ConfigError(f"version={VERSION.value} must be a non-negative integer.")
-    run_dir.check_trained(MODEL_DIR.value)
-    files.check_output_dir("export_dir", EXPORT_DIR.value or run_dir.RunDir(MODEL_DIR.value).export_dir)
+    run = run_dir.check_trained(MODEL_DIR.value)
+    if FORMAT.value == "nplm":
+        from nplm_tf.inference import nplm_format
+
+        if not EXPORT_DIR.value:
+            raise ConfigError("--format=nplm needs --export_dir=FILE, the model file to write.")
+        given = [f"--{f.name}" for f in (VERSION, PRECISION) if f.present]
+        if given:
+            raise ConfigError(f"{', '.join(given)} is for SavedModels; leave it out with --format=nplm.")
+        if os.path.exists(EXPORT_DIR.value):
+            raise ConfigError(
+                f"--export_dir={EXPORT_DIR.value} exists; the nplm model is a new file: give another name."
+            )
+        why = nplm_format.refusal(run.read_config())
+        if why:
+            raise ConfigError(f"{MODEL_DIR.value} cannot be written in the nplm format: {why}")
+        files.check_output_file("export_dir", EXPORT_DIR.value)
+        return
+    files.check_output_dir("export_dir", EXPORT_DIR.value or run.export_dir)
 
 
 def main(argv, checked):
     import sys
 
+    if FORMAT.value == "nplm":
+        export_nplm()
+        return
+    app.import_tensorflow_quietly()
     from nplm_tf import hardware
     from nplm_tf.serving import saved_model
 
@@ -55,8 +91,24 @@ def main(argv, checked):
     print(json.dumps({"export": path, "signatures": list(saved_model.SIGNATURES)}))
 
 
+def export_nplm() -> None:
+    """The nplm model file, and how near the network is to self-normalized (what Moses assumes)."""
+    import sys
+
+    from nplm_tf.inference import nplm_format
+
+    sizes = nplm_format.write(MODEL_DIR.value, EXPORT_DIR.value)
+    stats = nplm_format.log_normalizer_stats(MODEL_DIR.value)
+    print(
+        f"ln Z over {stats['contexts']:,} validation contexts: mean {stats['mean']:.3f}, sd {stats['sd']:.3f} "
+        "(Moses's NeuralLM scores with the raw outputs, which are log-probabilities where ln Z = 0)",
+        file=sys.stderr,
+    )
+    print(json.dumps({"export": EXPORT_DIR.value, "format": "nplm", **sizes, "ln_z": stats}))
+
+
 def run():
-    app.run(main, check)
+    app.run(main, check, tensorflow=False)  # a SavedModel's export loads it in `main`
 
 
 if __name__ == "__main__":

@@ -3,10 +3,12 @@
     python -m nplm_tf.ngram --order=5 --output=runs/kn5            # Brown
     python -m nplm_tf.ngram --order=3 --output=DIR --corpus=files --train_files=...
     python -m nplm_tf.ngram --order=5 --output=runs/kn5p --prune=0,0,1   # without singletons of order 3 and up
+    python -m nplm_tf.ngram --from_arpa=lm.arpa --output=runs/lmplz5   # a back-off model built elsewhere
 
 Writes DIR/metrics.json (valid_perplexity, test_perplexity, as `train` does),
 DIR/vocab.tsv, DIR/ngram.npz and DIR/model.arpa (loadable by KenLM / SRILM); --per_token, the test
-split's probability of each token.
+split's probability of each token. With --from_arpa, the n-gram model is read from an ARPA file (KenLM's
+lmplz, SRILM, IRSTLM) instead of counted, over the vocabulary the corpus flags give (docs/ngram_import.md).
 """
 
 import json
@@ -37,6 +39,15 @@ PRUNE = flags.DEFINE_list(
     "last holding for the higher orders, as lmplz's --prune (0,0,1: the singleton trigrams and above); "
     "probabilities stay exactly normalized.",
 )
+FROM_ARPA = app.define_path(
+    "from_arpa",
+    None,
+    "Read the model from this ARPA back-off file (any order; KenLM, SRILM, IRSTLM) instead of counting it; "
+    "its words must be the vocabulary's that --corpus, --min_count and --max_vocab give (docs/ngram_import.md).",
+)
+UNK_TOKEN = flags.DEFINE_string(
+    "unk_token", "<unk>", "With --from_arpa: the file's spelling of the unknown word (describe --write_text's)."
+)
 PER_TOKEN = app.define_path(
     "per_token",
     None,
@@ -57,13 +68,34 @@ def check():
     if MIN_COUNT.value < 1:
         raise UserError(f"min_count={MIN_COUNT.value} must be at least 1.")
     check_max_vocab(MAX_VOCAB.value)
-    build.check_options(ORDER.value, SMOOTHING.value, PRUNE.value)
+    if FROM_ARPA.value:
+        files.check_input_file("from_arpa", FROM_ARPA.value)
+        given = [f"--{f.name}" for f in (ORDER, SMOOTHING, PRUNE) if f.present]
+        if given:
+            raise UserError(f"{', '.join(given)} cannot be given with --from_arpa: the file is the model.")
+    elif UNK_TOKEN.present:
+        raise UserError("--unk_token needs --from_arpa=FILE.")
+    else:
+        build.check_options(ORDER.value, SMOOTHING.value, PRUNE.value)
     return corpus_flags.corpus_from_flags()
 
 
 def main(argv, corpus):
     from nplm_tf.baselines import build
 
+    if FROM_ARPA.value:
+        metrics = build.import_arpa(
+            FROM_ARPA.value,
+            OUTPUT.value,
+            corpus,
+            MIN_COUNT.value,
+            MAX_VOCAB.value,
+            UNK_TOKEN.value,
+            ARPA.value,
+            PER_TOKEN.value,
+        )
+        print(json.dumps({k: metrics[k] for k in ("order", "valid_perplexity", "test_perplexity", "vocab_size")}))
+        return
     metrics = build.train_ngram(
         ORDER.value,
         OUTPUT.value,

@@ -104,6 +104,18 @@ def _probe(flag: str, path: str, directory: str, give: str = "file name") -> Non
     os.remove(name)
 
 
+def check_input_file(flag: str, path: str) -> None:
+    """Refuses an input file that is missing, a directory, unreadable or empty, before anything runs."""
+    if not os.path.exists(path):
+        raise UserError(f"--{flag}={path} does not exist; give a file.")
+    if os.path.isdir(path):
+        raise UserError(f"--{flag}={path} is a directory; give a file.")
+    if not os.access(path, os.R_OK):
+        raise UserError(f"--{flag}={path} is not readable.")
+    if os.path.isfile(path) and os.path.getsize(path) == 0:
+        raise UserError(f"--{flag}={path} is empty.")
+
+
 def check_output_dir(flag: str, path: str) -> None:
     """Refuses an output directory that names a file, or that cannot be written (or made, where it is missing),
     before anything runs (it is made later, when needed)."""

@@ -111,11 +111,11 @@ def test_arpa_written_in_chunks_is_the_same_file(kn3, tmp_path):
 
 def test_arpa_lines_are_the_models_ngrams_spelled_and_formatted_one_at_a_time(kn3):
     """The vectorized writer against the plainest one: each n-gram in id order, its words spelled by following
-    its context links one at a time, then log10 p to 7 digits (-99 where p = 0: <s>) and, below the top order,
+    its context links one at a time, then log10 p to `arpa.DIGITS` digits (-99 where p = 0: <s>) and, below the top order,
     log10 of its back-off weight."""
     import numpy as np
 
-    from nplm_tf.baselines import build
+    from nplm_tf.baselines import arpa, build
     from pipelines import vocabulary
 
     out, _, _ = kn3
@@ -131,8 +131,8 @@ def test_arpa_lines_are_the_models_ngrams_spelled_and_formatted_one_at_a_time(kn
                 spelled.insert(0, words[model.orders[j].word[context]])
                 context = model.orders[j].context[context]
             logp = np.log10(o.prob[i]) if o.prob[i] > 0 else -99.0
-            backoff = f"\t{np.log10(o.backoff[i]):.7g}" if k < model.order else ""
-            expected.append(f"{logp:.7g}\t{' '.join(spelled)}{backoff}")
+            backoff = f"\t{np.log10(o.backoff[i]):.{arpa.DIGITS}g}" if k < model.order else ""
+            expected.append(f"{logp:.{arpa.DIGITS}g}\t{' '.join(spelled)}{backoff}")
         expected.append("")
     lines = open(os.path.join(out, "model.arpa"), encoding="utf-8").read().split("\n")
     start = lines.index("\\1-grams:")

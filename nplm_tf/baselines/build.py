@@ -175,3 +175,53 @@ def train_ngram(
         write_per_token(per_token, vocab, arrays["test"], probs["test"])
     run.write_metrics(metrics)
     return metrics
+
+
+def import_arpa(
+    path: str,
+    output_dir: str,
+    corpus: corpus_lib.Corpus,
+    min_count: int = 4,
+    max_vocab: int = 0,
+    unk_token: str = vocab_lib.UNK,
+    arpa: bool = True,
+    per_token: str | None = None,
+) -> dict:
+    """Reads the ARPA back-off model at `path` (`arpa.read_arpa`'s rules) over the vocabulary `train_ngram`
+    builds for `min_count` and `max_vocab`, counts its n-grams' contexts on train (the mixture's λ buckets), scores
+    valid and test, and writes the same directory `train_ngram` does: every command taking `--ngram_dir` reads
+    it unchanged. Nothing is written when the file is refused."""
+    for name in corpus_lib.SPLITS:
+        corpus_lib.check_split(corpus[name], 1)
+    run = RunDir(output_dir)
+    vocab = vocab_lib.build(corpus["train"], min_count, max_vocab)
+    _progress(f"reading {path} over |V| = {vocab.size:,}")
+    model, warnings = arpa_lib.read_arpa(path, vocab, unk_token)
+    arrays = {name: token_arrays(corpus[name], vocab) for name in corpus_lib.SPLITS}
+    arpa_lib.attach_counts(model, arrays["train"])
+    run.save_vocab(vocab)
+    if arpa:
+        _progress(f"writing {run.arpa}")
+        arpa_lib.write_arpa(model, vocab, run.arpa)
+    for warning in warnings:
+        print(f"warning: {warning}", flush=True)
+    save(model, output_dir)
+    _progress("scoring train, valid and test")
+    probs = {name: model.token_probabilities(arrays[name]) for name in corpus_lib.SPLITS}
+    metrics = {
+        "model": "arpa",
+        "arpa": os.path.abspath(path),
+        "order": model.order,
+        "corpus": corpus.name,
+        "vocab_size": vocab.size,
+        "min_count": min_count,
+        "max_vocab": max_vocab,
+        "tokens": {name: int(p.size) for name, p in probs.items()},
+        "warnings": warnings,
+        **{f"{name}_perplexity": perplexity(p) for name, p in probs.items()},
+        "ngrams": {str(k): int(model.orders[k].keys.size) for k in range(1, model.order + 1)},
+    }
+    if per_token:
+        write_per_token(per_token, vocab, arrays["test"], probs["test"])
+    run.write_metrics(metrics)
+    return metrics

@@ -56,7 +56,7 @@ def index_array(ids: np.ndarray) -> np.ndarray:
     """An n-gram's context, word or suffix ids as int32 when they fit (12 of the 64 bytes an n-gram holds, in
     memory and in `ngram.npz`), else int64. They index arrays and are never multiplied: keys stay int64."""
     fits = ids.size == 0 or (int(ids.min()) >= -1 and int(ids.max()) <= np.iinfo(np.int32).max)
-    return ids.astype(np.int32) if fits else ids
+    return ids.astype(np.int32, copy=False) if fits else ids
 
 
 class KneserNey:
