@@ -64,7 +64,9 @@ class Config:
     lr_decay: float = 1e-4  # r, per step
     weight_decay: float = 1e-5  # lambda on H, U, W and the C rows in the window
     dropout: float = 0.0  # on x and tanh(d + Hx) in training; not in the paper
-    precision: str = "mixed_bfloat16"  # compute dtype; softmax always float32
+    # compute dtype, softmax always float32; "auto": the faster one on this machine (`hardware.fast_precision`),
+    # resolved when the config is made, so that config.json records the one chosen
+    precision: str = "auto"
     jit_compile: bool = False  # XLA-compile the whole training step (speed only)
     shuffle_buffer: int = 100_000  # windows mixed before batching
     patience: int = 2  # epochs without a better valid perplexity before stopping
@@ -109,7 +111,11 @@ class Config:
         _check(self.lr_decay >= 0, "lr_decay", self.lr_decay, "must be >= 0")
         _check(self.weight_decay >= 0, "weight_decay", self.weight_decay, "must be >= 0")
         _check(0 <= self.dropout < 1, "dropout", self.dropout, "must be in [0, 1)")
-        _check(self.precision in PRECISIONS, "precision", self.precision, f"must be one of {PRECISIONS}")
+        if self.precision == "auto":
+            from nplm_tf import hardware
+
+            object.__setattr__(self, "precision", hardware.fast_precision()[0])  # frozen: resolved once, here
+        _check(self.precision in PRECISIONS, "precision", self.precision, f"must be one of {PRECISIONS + ('auto',)}")
         _check(self.shuffle_buffer >= 1, "shuffle_buffer", self.shuffle_buffer, "must be at least 1")
         _check(self.patience >= 1, "patience", self.patience, "must be at least 1")
         _check(self.sync_every >= 1, "sync_every", self.sync_every, "must be at least 1")

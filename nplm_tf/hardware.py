@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 
 def _first_processor(cpuinfo: str) -> dict[str, str] | None:
     """The first processor's fields of /proc/cpuinfo (`flags`, `vendor_id`, ...), or None where the file cannot be
@@ -33,6 +35,38 @@ def cpu_vendor(cpuinfo: str = "/proc/cpuinfo") -> str | None:
     """The first processor's `vendor_id` ("GenuineIntel", "AuthenticAMD", ...), or None where it cannot be read."""
     fields = _first_processor(cpuinfo)
     return fields.get("vendor_id") if fields else None
+
+
+def has_gpu(driver: str = "/proc/driver/nvidia/gpus") -> bool:
+    """Whether the NVIDIA driver lists a GPU (read without TensorFlow, which takes seconds to load)."""
+    try:
+        return bool(os.listdir(driver))
+    except OSError:
+        return False
+
+
+def fast_precision(cpuinfo: str = "/proc/cpuinfo", gpu: bool | None = None) -> tuple[str, str]:
+    """The faster of float32 and mixed_bfloat16 on this machine (what `--precision=auto` picks), and why.
+
+    mixed_bfloat16 where bfloat16 matmuls run natively and faster than float32: a GPU, a CPU with AMX, an AMD
+    CPU with AVX512-BF16 (Zen 4). float32 everywhere else: without AVX512-BF16 or AMX, oneDNN emulates
+    bfloat16 (converting around each matmul); with AVX512-BF16 but no AMX on an Intel CPU it trains slower
+    than float32; another maker's AVX512-BF16 is not measured; unreadable flags say nothing
+    (benchmarks/README.md, "Precision by CPU"). `gpu`: whether a GPU is present (default: `has_gpu`).
+    """
+    if has_gpu() if gpu is None else gpu:
+        return "mixed_bfloat16", "a GPU"
+    fields = _first_processor(cpuinfo)
+    flags = _flags(fields)
+    if flags is None:
+        return "float32", "the CPU's features cannot be read"
+    if "amx_bf16" in flags:
+        return "mixed_bfloat16", "this CPU has AMX"
+    if "avx512_bf16" in flags:
+        if fields.get("vendor_id") == "AuthenticAMD":
+            return "mixed_bfloat16", "this AMD CPU has AVX512-BF16"
+        return "float32", "this CPU has AVX512-BF16 but no AMX, where bfloat16 trains slower"
+    return "float32", "this CPU has no bfloat16 instructions (bfloat16 would be emulated)"
 
 
 TRAIN_ADVICE = "a new run with --precision=float32 is usually faster on it"

@@ -62,7 +62,10 @@ flags.DEFINE_float("lr_decay", _D.lr_decay, "r, per step, in eps_t = eps_0/(1 + 
 flags.DEFINE_float("weight_decay", _D.weight_decay, "lambda on H, U, W and the C rows in the window (not biases).")
 flags.DEFINE_float("dropout", _D.dropout, "Dropout on x and the tanh layer in training (not in the paper).")
 flags.DEFINE_enum(
-    "precision", _D.precision, ["float32", "mixed_bfloat16"], "Compute dtype (softmax is float32 either way)."
+    "precision",
+    "auto",
+    ["auto", "float32", "mixed_bfloat16"],
+    "Compute dtype (softmax is float32 either way); auto: the faster on this machine (a run resumed keeps its own).",
 )
 flags.DEFINE_boolean("jit_compile", _D.jit_compile, "XLA-compile the whole training step (speed only).")
 flags.DEFINE_integer("shuffle_buffer", _D.shuffle_buffer, "Windows per shuffled block.")
@@ -129,6 +132,8 @@ def config_from_flags() -> Config:
     for field in dataclasses.fields(Config):
         if field.name not in values or FLAGS[field.name].present:
             values[field.name] = FLAGS[field.name].value
+    if values["precision"] == "auto":
+        values["precision"] = auto_precision()
     config = Config.from_dict(values)
     for name in ("tail", "tail_ngram_order", "tail_ngram_prune", "ngram_dir"):
         if FLAGS[name].present and not config.shortlist:
@@ -138,6 +143,23 @@ def config_from_flags() -> Config:
     if FLAGS["num_sampled"].present and config.loss == "softmax":
         raise ConfigError("--num_sampled needs --loss=sampled_softmax or --loss=nce.")
     return config
+
+
+def auto_precision() -> str:
+    """--precision=auto: a run that exists keeps the precision it trained in (it resumes, or is done); a new
+    one takes the faster on this machine, and says so."""
+    from nplm_tf import hardware
+    from nplm_tf.run_dir import RunDir
+
+    run = RunDir(MODEL_DIR.value)
+    if run.has_config():
+        try:
+            return run.read_config().precision
+        except ConfigError:
+            pass  # a damaged config.json is refused where the run is set up
+    precision, why = hardware.fast_precision()
+    print(f"precision: {precision} (--precision=auto: {why}; --precision=... chooses).", flush=True)
+    return precision
 
 
 def check_flags():

@@ -69,3 +69,31 @@ def test_importing_the_package_turns_on_the_bfc_cpu_allocator_unless_the_user_ch
         check=True,
     ).stdout.strip()
     assert printed == expected
+
+
+@pytest.mark.parametrize(
+    "cpuinfo,gpu,chosen,why",
+    [
+        (AVX2_ONLY, False, "float32", "no bfloat16 instructions"),
+        (AVX512_BF16_ONLY, False, "float32", "AVX512-BF16 but no AMX"),
+        (UNKNOWN_MAKER, False, "float32", "AVX512-BF16 but no AMX"),  # not measured: the safe one
+        (ZEN4, False, "mixed_bfloat16", "AMD CPU has AVX512-BF16"),
+        (WITH_AMX, False, "mixed_bfloat16", "AMX"),
+        (None, False, "float32", "cannot be read"),
+        (AVX2_ONLY, True, "mixed_bfloat16", "a GPU"),
+    ],
+)
+def test_auto_precision_is_the_faster_one_for_the_machine(tmp_path, cpuinfo, gpu, chosen, why):
+    path = write(tmp_path, cpuinfo) if cpuinfo else str(tmp_path / "absent")
+    precision, reason = hardware.fast_precision(path, gpu=gpu)
+    assert precision == chosen and why in reason
+
+
+def test_a_config_asking_auto_records_the_precision_chosen(monkeypatch):
+    from nplm_tf.config import Config
+
+    for chosen in ("float32", "mixed_bfloat16"):
+        monkeypatch.setattr(hardware, "fast_precision", lambda *a, chosen=chosen, **k: (chosen, "patched"))
+        assert Config().precision == chosen and Config(precision="auto").to_dict()["precision"] == chosen
+    assert Config(precision="mixed_bfloat16").precision == "mixed_bfloat16"  # an explicit one wins
+    assert not hardware.has_gpu("/nonexistent/driver")

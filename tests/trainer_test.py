@@ -451,3 +451,29 @@ def test_a_train_split_without_unk_is_noted_when_valid_holds_unknown_words(tmp_p
     assert "note:" not in capsys.readouterr().out
     prepare_data(Config(order=2, min_count=1), texts("a d b\nc a b\n"))  # nothing unknown in valid
     assert "note:" not in capsys.readouterr().out
+
+
+def test_the_default_precision_is_the_machines_faster_one_and_a_run_keeps_its_own(tmp_path):
+    """`train` without --precision: a new run takes `hardware.fast_precision`'s choice, says why and records it
+    in config.json and metrics.json; a run that exists resumes in the precision it trained in."""
+    from nplm_tf import hardware
+
+    paths = helpers.tiny_corpus_files(tmp_path, train=40, valid=8, test=8)
+    tiny = [f for f in helpers.TINY_FLAGS if not f.startswith("--precision")]
+    new = str(tmp_path / "new")
+    result = helpers.run_binary("nplm_tf.train", f"--model_dir={new}", "--epochs=1", *tiny, *helpers.files_flags(paths))
+    assert result.returncode == 0, result.stderr[-2000:]
+    chosen, why = hardware.fast_precision()
+    assert f"precision: {chosen} (--precision=auto: {why}" in result.stdout
+    assert json.load(open(os.path.join(new, "config.json")))["precision"] == chosen
+    assert json.load(open(os.path.join(new, "metrics.json")))["config"]["precision"] == chosen
+    other = "float32" if chosen == "mixed_bfloat16" else "mixed_bfloat16"
+    old = str(tmp_path / "old")
+    first = helpers.run_binary(
+        "nplm_tf.train", f"--model_dir={old}", "--epochs=1", f"--precision={other}", *tiny, *helpers.files_flags(paths)
+    )
+    assert first.returncode == 0, first.stderr[-2000:]
+    more = helpers.run_binary("nplm_tf.train", f"--model_dir={old}", "--epochs=2", *tiny, *helpers.files_flags(paths))
+    assert more.returncode == 0, more.stderr[-2000:]
+    assert "precision: " not in more.stdout and "epoch 2/" in more.stdout
+    assert json.load(open(os.path.join(old, "metrics.json")))["config"]["precision"] == other
