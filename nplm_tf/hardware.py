@@ -52,7 +52,7 @@ def fast_precision(cpuinfo: str = "/proc/cpuinfo", gpu: bool | None = None) -> t
     CPU with AVX512-BF16 (Zen 4). float32 everywhere else: without AVX512-BF16 or AMX, oneDNN emulates
     bfloat16 (converting around each matmul); with AVX512-BF16 but no AMX on an Intel CPU it trains slower
     than float32; another maker's AVX512-BF16 is not measured; unreadable flags say nothing
-    (benchmarks/README.md, "Precision by CPU"). `gpu`: whether a GPU is present (default: `has_gpu`).
+    (benchmarks/README.md, "Training throughput and precision"). `gpu`: whether a GPU is present (default: `has_gpu`).
     """
     if has_gpu() if gpu is None else gpu:
         return "mixed_bfloat16", "a GPU"
@@ -80,11 +80,11 @@ def bfloat16_notice(
 
     Without AVX512-BF16 or AMX (most AMD processors before Zen 4, Intel before Cooper Lake), oneDNN converts
     bfloat16 to float32 around each matmul, and mixed_bfloat16 trains and serves slower than float32. With
-    AVX512-BF16 but no AMX, it depends on the maker: on an Intel Xeon training ran 1.4–1.6× faster in float32 at
-    the MLP9 shape (Brown and GCIDE), while serving was within noise of it, so `training` (the default) speaks
-    there too, serving does not; on an AMD EPYC of the Zen 4 generation mixed_bfloat16 trained 1.2–1.5× faster
-    than float32, so nothing is said there, nor for other makers, not measured (benchmarks/README.md, "An AVX-512
-    CPU without AMX" and "AMD Zen 4"). On a GPU, or where the flags cannot be read, nothing.
+    AVX512-BF16 but no AMX it depends on the maker: an Intel Xeon trained faster in float32 and served alike,
+    so `training` (the default) speaks there, serving does not; an AMD EPYC of the Zen 4 generation trained
+    faster in mixed_bfloat16, so nothing is said there, nor for other makers, not measured
+    (benchmarks/README.md, "Training throughput and precision"). On a GPU, or where the flags cannot be read,
+    nothing.
     """
     if precision != "mixed_bfloat16":
         return None

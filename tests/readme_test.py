@@ -117,3 +117,23 @@ def test_a_flag_the_binary_does_not_define_is_caught():
     assert uses == [("nplm_tf.train", "model_dir"), ("nplm_tf.train", "shortlst"), ("nplm_tf.evaluate", "splt")]
     assert "shortlist" in defined_flags("nplm_tf.train") and "shortlst" not in defined_flags("nplm_tf.train")
     assert "split" in defined_flags("nplm_tf.evaluate") and "splt" not in defined_flags("nplm_tf.evaluate")
+
+
+def test_the_documents_keep_to_the_sizes_a_newcomer_reads():
+    """README ≤ 250 lines with one results table of at most 10 rows; benchmarks/README.md ≤ 300 lines of current
+    figures (no dated diary, no HISTORY.md beyond 100 lines); each file of docs/ ≤ 250 lines."""
+
+    def lines(path):
+        return open(os.path.join(helpers.ROOT, path), encoding="utf-8").read().splitlines()
+
+    readme = lines("README.md")
+    assert len(readme) <= 250
+    start = readme.index("## Results")
+    table = [line for line in readme[start : readme.index("## Using it")] if line.startswith("|")]
+    assert 3 <= len(table) - 2 <= 10  # header and rule, then the rows
+    assert len(lines("benchmarks/README.md")) <= 300
+    assert not any(re.search(r"\(20\d\d-\d\d-\d\d", line) for line in lines("benchmarks/README.md"))
+    history = os.path.join(helpers.ROOT, "benchmarks", "HISTORY.md")
+    assert not os.path.exists(history) or len(lines("benchmarks/HISTORY.md")) <= 100
+    for page in sorted(glob.glob("docs/*.md", root_dir=helpers.ROOT)):
+        assert len(lines(page)) <= 250, page
