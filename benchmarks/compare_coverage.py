@@ -3,7 +3,7 @@
     python -m benchmarks.compare_coverage                      # one to ten runs a model, three run spreads
     python -m benchmarks.compare_coverage --runs=1,3 --run_sd=0.01 --trials=1000
 
-Each trial draws a test text and the runs of two models, scores them with `nplm_tf.tools.per_token.compare`
+Each trial draws a test text and the runs of two models, scores them with `pipelines.per_token.compare`
 and checks whether its interval holds the ratio the models have over all texts and all runs. A token's ln P is
 
     -3 + a(unit) + e(token) + s(model, run)          (the baseline)
@@ -54,7 +54,7 @@ def check():
 def trial(rng, runs: int, run_sd: float) -> bool:
     import numpy as np
 
-    from nplm_tf.tools import per_token
+    from pipelines import per_token
 
     units, length = UNITS.value, UNIT_TOKENS.value
     words = (["w"] * (length - 1) + ["</s>"]) * units

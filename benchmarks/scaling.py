@@ -33,7 +33,7 @@ import sys
 
 from absl import flags
 
-from nplm_tf.distributed import strategies
+from nplm_tf.training import strategies
 from pipelines import app
 
 WORKERS = flags.DEFINE_integer("workers", 2, "Workers (one core each) to compare with one.")

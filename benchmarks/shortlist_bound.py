@@ -27,6 +27,7 @@ import sys
 
 from absl import flags
 
+from nplm_tf.network import loading
 from pipelines import app, corpus_flags  # the corpus flags: the run's corpus.json fills in those not given
 
 MODEL_DIR = app.define_path("model_dir", None, "A trained full-softmax run (nplm_tf.train).", required=True)
@@ -172,12 +173,11 @@ def summary(log_probs: dict, list_sizes: list[int], bins: list[int]) -> dict:
 
 
 def main(argv, checked):
-    from nplm_tf import run_dir
     from nplm_tf.training import tail as tail_lib
     from nplm_tf.training.data import eval_dataset, split_tokens
 
     list_sizes, bins, corpus = checked
-    config, vocab, model = run_dir.load_trained(MODEL_DIR.value)
+    config, vocab, model = loading.load_trained(MODEL_DIR.value)
     ngram = tail_lib.tail_ngram(vocab, corpus, TAIL_ORDER.value or config.tail_order, NGRAM_DIR.value)
     print(f"scoring {SPLIT.value} with the network and the n-gram's whole distributions", flush=True)
     dataset = eval_dataset(corpus[SPLIT.value], vocab, config)

@@ -75,8 +75,7 @@ SEED = flags.DEFINE_integer("seed", 0, "Seed of the resampling.")
 
 def check():
     """The flag values, and every file read and matched token by token with the baseline's first."""
-    from nplm_tf.tools import per_token
-    from pipelines import corpus
+    from pipelines import corpus, per_token
 
     if SAMPLES.value < 1:
         raise UserError(f"samples={SAMPLES.value} must be at least 1.")
@@ -128,7 +127,7 @@ def read_vocab():
 
 
 def main(argv, checked):
-    from nplm_tf.tools import per_token
+    from pipelines import per_token
 
     words, baseline, candidate, edges, ids = checked
     result = per_token.compare(words, baseline, candidate, SAMPLES.value, SEED.value)

@@ -269,15 +269,25 @@ _TYPES = {
 }
 
 
-def _tail_prune(value: str, order: int) -> tuple[int, ...]:
-    if not value:
-        return (0,) * order
-    from nplm_tf.baselines import kneser_ney  # numpy, loaded only for a pruned tail: config loads before the data
-
+def prune_thresholds(values, order: int, name: str = "prune", error: type[UserError] = ConfigError) -> tuple[int, ...]:
+    """`prune`'s thresholds as given (one per order from 1, the last holding for the orders after it), checked
+    as lmplz checks --prune, one per order; `name` is the setting an error names."""
+    given = ",".join(str(v) for v in values)
     try:
-        return kneser_ney.prune_thresholds(value.split(","), order, name="tail_ngram_prune")
-    except kneser_ney.NgramError as e:
-        raise ConfigError(str(e)) from None
+        values = [int(v) for v in values] or [0]
+    except ValueError:
+        raise error(f"{name}={given} must be whole counts, one per order from 1, such as 0,0,1.") from None
+    if len(values) > order:
+        raise error(f"{name}={given} gives {len(values)} thresholds for a {order}-gram; give at most {order}.")
+    if values[0] != 0:
+        raise error(f"{name}={given}: unigrams are never pruned, so the first threshold must be 0.")
+    if any(b < a for a, b in zip(values, values[1:])):
+        raise error(f"{name}={given}: the thresholds must not decrease from one order to the next.")
+    return tuple(values + values[-1:] * (order - len(values)))
+
+
+def _tail_prune(value: str, order: int) -> tuple[int, ...]:
+    return prune_thresholds(value.split(","), order, name="tail_ngram_prune") if value else (0,) * order
 
 
 def _check(ok: bool, name: str, value: Any, why: str) -> None:

@@ -28,6 +28,7 @@ import sys
 from absl import flags
 
 from nplm_tf import run_dir
+from nplm_tf.network import loading
 from pipelines import app, corpus_flags, tables
 
 MODEL_DIR = app.define_path("model_dir", None, "A directory written by nplm_tf.train.")
@@ -129,12 +130,11 @@ def main(argv, checked):
     import numpy as np
 
     from nplm_tf.network import scoring
-    from nplm_tf.tools import per_token
     from nplm_tf.training.data import eval_dataset
-    from pipelines import files
+    from pipelines import files, per_token
 
     corpus, split = checked
-    config, vocab, model = run_dir.load_trained(MODEL_DIR.value, PRECISION.value)
+    config, vocab, model = loading.load_trained(MODEL_DIR.value, PRECISION.value)
 
     nll_parts = []  # kept for the mixture, so the split is scored once
     with contextlib.ExitStack() as stack:
@@ -192,9 +192,8 @@ def evaluate_nplm(split) -> None:
     import math
 
     from nplm_tf.inference import nplm_format
-    from nplm_tf.tools import per_token
     from pipelines import corpus as corpus_lib
-    from pipelines import files
+    from pipelines import files, per_token
 
     model = nplm_format.NplmModel.read(NPLM_MODEL.value)
     lines = [tokens for tokens in (corpus_lib.tokenize(line) for line in split.iter_lines()) if tokens]

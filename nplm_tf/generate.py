@@ -19,6 +19,7 @@ import math
 from absl import flags
 
 from nplm_tf import run_dir
+from nplm_tf.network import loading
 from pipelines import app
 
 MODEL_DIR = app.define_path("model_dir", None, "A directory written by nplm_tf.train.", required=True)
@@ -53,7 +54,7 @@ def main(argv, checked):
 
     from nplm_tf.serving import saved_model, server
 
-    _, vocab, model = run_dir.load_trained(MODEL_DIR.value, PRECISION.value)
+    _, vocab, model = loading.load_trained(MODEL_DIR.value, PRECISION.value)
     ngram, _ = saved_model.load_mixture(MODEL_DIR.value, vocab) if MIXTURE.value else (None, None)
     serving = server.Server(model, vocab, run_dir.RunDir(MODEL_DIR.value).vocab_path, ngram)
     # Traced as the export traces it (the signature's inputs, no AutoGraph: the server's control flow is

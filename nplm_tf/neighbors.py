@@ -44,7 +44,7 @@ def check() -> None:
 
 def main(argv, checked):
     from nplm_tf import run_dir
-    from nplm_tf.tools import embeddings
+    from nplm_tf.inference import embeddings
 
     vocab = run_dir.RunDir(MODEL_DIR.value).load_vocab()
     table = embeddings.features_of(MODEL_DIR.value)  # NumPy: no TensorFlow unless --projector

@@ -23,7 +23,6 @@ model.arpa and metrics.json. Every write is atomic (`pipelines.files`).
 
 from __future__ import annotations
 
-import dataclasses
 import fcntl
 import os
 
@@ -240,22 +239,3 @@ def numpy_scoring_flags():
         "Score with TensorFlow in this precision (default: NumPy in float32, without TensorFlow: the same weights).",
     )
     return mixture, precision
-
-
-def load_trained(model_dir: str, precision: str | None = None):
-    """The (config, vocabulary, best-by-validation Keras model) of a training run (a short list's with its tail).
-
-    `precision`: compute in this one instead of the run's (`config.PRECISIONS`; the weights are float32 in
-    either, so the model is the same one, computed otherwise); the returned config says which."""
-    from nplm_tf.network import model as model_lib  # Keras and TensorFlow only when a model is loaded
-    from nplm_tf.training import tail as tail_lib
-
-    run = check_trained(model_dir)
-    config = run.read_config()
-    if precision is not None:
-        config = dataclasses.replace(config, precision=precision)  # checked as any config
-    vocab = run.load_vocab()
-    model = model_lib.build_model(config, vocab.size)
-    run.load_best_weights(model)
-    model_lib.attach_tail(model, tail_lib.load_tail(run, config))
-    return config, vocab, model

@@ -13,7 +13,7 @@ import json
 from absl import flags
 
 from nplm_tf.config import Config, ConfigError
-from nplm_tf.distributed import strategies
+from nplm_tf.training import strategies
 from pipelines import app, corpus_flags
 
 _D = Config()

@@ -5,7 +5,7 @@ import math
 import numpy as np
 import pytest
 
-from nplm_tf.tools import per_token
+from pipelines import per_token
 from pipelines.errors import UserError
 
 WORDS = ["a", "b", "</s>", "c", "</s>", "a", "a", "a", "</s>"]

@@ -17,7 +17,7 @@ from nplm_tf import run_dir
 from nplm_tf.baselines import build as ngram_lib
 from nplm_tf.baselines import interpolated, kneser_ney, mixture, network_mixture, ngram_graph
 from nplm_tf.config import ConfigError
-from nplm_tf.network import scoring
+from nplm_tf.network import loading, scoring
 from nplm_tf.serving import saved_model
 from nplm_tf.serving import server as server_lib
 from nplm_tf.tools import lines as lines_lib
@@ -89,7 +89,7 @@ def test_the_serving_benchmark_times_every_signature_of_one_export_or_several_in
 def test_keras_file_reloads_and_trains_further(run):
     model_dir, corpus, _, _ = run
     model = keras.models.load_model(os.path.join(model_dir, run_dir.KERAS))
-    config, vocab, _ = run_dir.load_trained(model_dir)
+    config, vocab, _ = loading.load_trained(model_dir)
     before = [w.copy() for w in model.get_weights()]
     model.fit(eval_dataset(corpus["train"], vocab, config).take(3), epochs=1, verbose=0, shuffle=False)
     assert any(not np.array_equal(a, b) for a, b in zip(before, model.get_weights()))
@@ -139,7 +139,7 @@ def windows_of(corpus, vocab, config, split="test"):
 
 def test_score_equals_evaluate_per_token(run, served):
     model_dir, corpus, paths, _ = run
-    config, vocab, model = run_dir.load_trained(model_dir)
+    config, vocab, model = loading.load_trained(model_dir)
     expected = np.log(scoring.token_probabilities(model, eval_dataset(corpus["test"], vocab, config)))
     lines = [line for line in corpus["test"].iter_lines() if line.split()]
     out = served.signatures["score"](text=tf.constant(lines))
@@ -150,7 +150,7 @@ def test_score_equals_evaluate_per_token(run, served):
 
 def test_next_word_is_the_keras_models_argmax(run, served):
     model_dir, corpus, _, _ = run
-    config, vocab, model = run_dir.load_trained(model_dir)
+    config, vocab, model = loading.load_trained(model_dir)
     lines = ["the cat sees", "a", "", "my friend follows the"]
     out = served.signatures["next_word"](text=tf.constant(lines), k=tf.constant(3))
     for line, ids, probs in zip(lines, out["ids"].numpy(), out["probabilities"].numpy()):
@@ -286,7 +286,7 @@ def test_mixture_export_serves_evaluates_probabilities(run, tmp_path, smoothing,
     out = tf.saved_model.load(path).signatures["score"](text=tf.constant(lines))
     served_ln = out["token_log_probs"].numpy()[out["mask"].numpy()]
     assert np.exp(-served_ln.mean()) == pytest.approx(reported, rel=1e-6)
-    config, vocab, model = run_dir.load_trained(work)
+    config, vocab, model = loading.load_trained(work)
     p_nn = scoring.token_probabilities(model, eval_dataset(corpus["test"], vocab, config))
     ngram = ngram_lib.load(kn_dir)
     arrays = ngram_lib.token_arrays(corpus["test"], vocab)
@@ -310,7 +310,7 @@ def test_mixture_export_serves_evaluates_probabilities(run, tmp_path, smoothing,
         monkeypatch.undo()
         assert sorted(calls) == ["check_same_vocabulary", "digest", "load"]
         assert "fitted the mixture with" in capsys.readouterr().out
-        config, vocab, model = run_dir.load_trained(work)
+        config, vocab, model = loading.load_trained(work)
         valid = ngram_lib.token_arrays(corpus["valid"], vocab)
         refit = mixture.bucket_weights(
             scoring.token_probabilities(model, eval_dataset(corpus["valid"], vocab, config)),
@@ -378,7 +378,7 @@ def test_a_mixture_with_a_longer_n_gram_than_the_network_is_served_as_evaluate_m
     lines = [line for line in corpus["test"].iter_lines() if line.split()]
     scored = served.signatures["score"](text=tf.constant(lines))
     np.testing.assert_allclose(scored["token_log_probs"].numpy()[scored["mask"].numpy()], expected, atol=1e-5)
-    _, vocab, _ = run_dir.load_trained(work)
+    _, vocab, _ = loading.load_trained(work)
     top = served.signatures["next_word"](text=tf.constant(["the cat sat", ""]), k=tf.constant(vocab.size))
     np.testing.assert_allclose(top["probabilities"].numpy().sum(axis=1), 1.0, atol=1e-4)
     helpers.check_top_k_generation(served, "the cat sat", k=3)  # the mixture's ranking, three words of context
@@ -397,7 +397,7 @@ def test_weights_fitted_with_an_n_gram_since_rebuilt_in_place_are_not_served_wit
     kn_dir, work = str(tmp_path / "kn"), str(tmp_path / "model")
     shutil.copytree(model_dir, work)
     ngram_lib.train_ngram(3, kn_dir, corpus, min_count=1, arpa=False)
-    config, vocab, model = run_dir.load_trained(work)
+    config, vocab, model = loading.load_trained(work)
     probs = {name: scoring.token_probabilities(model, eval_dataset(corpus[name], vocab, config)) for name in SPLITS}
     report = network_mixture.fit_and_score(
         probs,
@@ -540,7 +540,7 @@ def test_generate_at_an_infinite_temperature_is_uniform_without_unk_and_a_nan_on
 
 def test_next_word_and_generate_rank_and_draw_a_big_request_a_bounded_number_of_rows_at_a_time(run, monkeypatch):
     model_dir, corpus, _, _ = run
-    _, vocab, model = run_dir.load_trained(model_dir)
+    _, vocab, model = loading.load_trained(model_dir)
     kn = kneser_ney.KneserNey(ngram_lib.token_arrays(corpus["train"], vocab), 3, vocab.size)
     for ngram in (None, ngram_graph.serving_model(kn, [0.3, 0.6])):  # a softmax's logits, a mixture's P
         helpers.check_rows_in_chunks(monkeypatch, model, vocab, os.path.join(model_dir, "vocab.tsv"), corpus, ngram)

@@ -14,7 +14,7 @@ import math
 import numpy as np
 import tensorflow as tf
 
-from nplm_tf import run_dir
+from nplm_tf.network import loading
 from nplm_tf.training import trainer
 from pipelines import corpus as corpus_lib
 from tests import helpers
@@ -56,7 +56,7 @@ def test_unseen_4gram_gets_probability_through_similar_features(tmp_path):
         batch_size=32,
     )
     trainer.train_and_evaluate(config, str(tmp_path / "m"), corpus, verbose=0)
-    _, vocab, model = run_dir.load_trained(str(tmp_path / "m"))
+    _, vocab, model = loading.load_trained(str(tmp_path / "m"))
     index = {w: i for i, w in enumerate(vocab.words)}
 
     C = model.get_layer("nplm").C.numpy()

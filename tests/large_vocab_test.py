@@ -14,8 +14,8 @@ import tensorflow as tf
 from nplm_tf.baselines import build as ngram_lib
 from nplm_tf.baselines import kneser_ney as kn
 from nplm_tf.baselines import network_mixture
+from nplm_tf.network import loading, objectives, scoring, shortlist
 from nplm_tf.network import model as model_lib
-from nplm_tf.network import objectives, scoring, shortlist
 from nplm_tf.network.network_tail import NetworkTail
 from nplm_tf.network.shortlist import ShortListTail
 from nplm_tf.serving import saved_model
@@ -254,9 +254,8 @@ def test_a_class_tail_listing_every_word_is_the_full_softmax(tmp_path):
     corpus, _ = tiny_corpus(tmp_path)
     full_config = helpers.tiny_config(epochs=1)
     trainer.train_and_evaluate(full_config, str(tmp_path / "full"), corpus, verbose=0, export=False)
-    from nplm_tf import run_dir
 
-    _, vocab, full = run_dir.load_trained(str(tmp_path / "full"))
+    _, vocab, full = loading.load_trained(str(tmp_path / "full"))
     listed = model_lib.build_model(full_config.replace(shortlist=vocab.size), vocab.size)
     source, target = full.get_layer("nplm"), listed.get_layer("nplm")
     target.C.assign(source.C)
@@ -417,9 +416,7 @@ def test_sampled_training_lowers_the_exact_perplexity_and_scores_as_a_full_softm
     assert metrics["valid_perplexity"] < 0.8 * before
     assert set(metrics["valid_log_normalizer"]) == {"mean", "std"}
 
-    from nplm_tf import run_dir
-
-    _, vocab, sampled = run_dir.load_trained(str(tmp_path / "m"))
+    _, vocab, sampled = loading.load_trained(str(tmp_path / "m"))
     full = model_lib.build_model(config.replace(loss="softmax"), vocab.size)  # U stored (h, |V|), not as rows
     rows, columns = sampled.get_layer("nplm"), full.get_layer("nplm")
     for name in ("C", "H", "d", "b"):
@@ -801,13 +798,12 @@ def test_scoring_batches_shrink_as_the_output_layer_widens_and_score_the_same(tm
 def test_a_short_lists_next_word_and_generate_take_a_big_request_a_bounded_number_of_rows_at_a_time(
     tail, tmp_path, monkeypatch
 ):
-    from nplm_tf import run_dir
 
     corpus, _ = tiny_corpus(tmp_path)
     model_dir = str(tmp_path / "m")
     config = helpers.tiny_config(epochs=1, shortlist=8, tail=tail)
     trainer.train_and_evaluate(config, model_dir, corpus, verbose=0, export=False)
-    _, vocab, model = run_dir.load_trained(model_dir)
+    _, vocab, model = loading.load_trained(model_dir)
     vocab_path = os.path.join(model_dir, "vocab.tsv")
     # Temperature 1 draws from the list's and the tail's parts (`sample`, `sample_of_outputs`), 3 from P.
     helpers.check_rows_in_chunks(

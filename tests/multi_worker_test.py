@@ -14,7 +14,7 @@ import pytest
 
 from nplm_tf import run_dir
 from nplm_tf.config import Config
-from nplm_tf.distributed import strategies
+from nplm_tf.training import strategies
 from tests import helpers
 
 TINY = [f for f in helpers.TINY_FLAGS if not f.startswith("--weight_decay")] + ["--weight_decay=0.001"]

@@ -10,7 +10,7 @@ from benchmarks import shortlist_bound
 from nplm_tf import run_dir
 from nplm_tf.baselines import build as ngram_lib
 from nplm_tf.baselines import kneser_ney as kn
-from nplm_tf.network import scoring
+from nplm_tf.network import loading, scoring
 from nplm_tf.network.shortlist import ShortListTail
 from nplm_tf.training import trainer
 from nplm_tf.training.data import eval_dataset
@@ -26,7 +26,7 @@ def full_run(tmp_path_factory):
     metrics = trainer.train_and_evaluate(
         helpers.tiny_config(epochs=2), str(tmp / "full"), corpus, verbose=0, export=False
     )
-    config, vocab, model = run_dir.load_trained(str(tmp / "full"))
+    config, vocab, model = loading.load_trained(str(tmp / "full"))
     ngram = kn.KneserNey(ngram_lib.token_arrays(corpus["train"], vocab), 3, vocab.size)
     return str(tmp / "full"), corpus, metrics, config, vocab, model, ngram, helpers.files_flags(paths)
 

@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from nplm_tf.network import loading
 from tests import helpers
 
 ANIMALS = ["horse", "bird", "cow"]
@@ -92,11 +93,10 @@ def test_the_nearest_word_of_cat_is_dog_and_random_features_fail_it(trained):
 
     import keras
 
-    from nplm_tf import run_dir
+    from nplm_tf.inference import embeddings
     from nplm_tf.network import model as model_lib
-    from nplm_tf.tools import embeddings
 
-    config, vocab, _ = run_dir.load_trained(trained["model"])
+    config, vocab, _ = loading.load_trained(trained["model"])
     index = {w: i for i, w in enumerate(vocab.words)}
     chance = 0
     for seed in range(10):  # the same shapes, random features: dog is cat's nearest by chance (1 in |V| - 2 = 30)
@@ -109,7 +109,7 @@ def test_the_nearest_word_of_cat_is_dog_and_random_features_fail_it(trained):
 def test_nearest_never_lists_the_word_itself_even_when_k_exceeds_the_vocabulary():
     import numpy as np
 
-    from nplm_tf.tools import embeddings
+    from nplm_tf.inference import embeddings
 
     table = np.array([[1.0, 0.0], [0.9, 0.1], [-1.0, 0.0], [0.0, 1.0]], np.float32)
     for k in (1, 3, 10):
@@ -123,9 +123,7 @@ def test_training_writes_projector_files_that_load(trained):
     from google.protobuf import text_format
     from tensorboard.plugins import projector
 
-    from nplm_tf import run_dir
-
-    config, vocab, model = run_dir.load_trained(trained["model"])
+    config, vocab, model = loading.load_trained(trained["model"])
     directory = os.path.join(trained["model"], "logs", "projector")
     reader = tf.train.load_checkpoint(tf.train.latest_checkpoint(directory))
     table = reader.get_tensor("embedding/.ATTRIBUTES/VARIABLE_VALUE")
@@ -476,7 +474,7 @@ def test_the_network_the_ngram_and_their_mixture_compared_token_by_token_on_test
 
 def test_the_word_picture_labels_the_asked_words_and_their_neighbours_and_no_label_overlaps(trained, tmp_path):
     from nplm_tf import run_dir
-    from nplm_tf.tools import embeddings
+    from nplm_tf.inference import embeddings
 
     vocab = run_dir.RunDir(trained["model"]).load_vocab()
     table = embeddings.features_of(trained["model"])

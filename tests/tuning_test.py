@@ -12,7 +12,7 @@ import keras_tuner
 import pytest
 
 from nplm_tf.config import Config, ConfigError
-from nplm_tf.distributed import strategies
+from nplm_tf.training import strategies
 from tests import helpers
 from tuning import hypermodel as hypermodel_lib
 from tuning import search_lib

@@ -17,7 +17,7 @@ import os
 
 from absl import flags
 
-from nplm_tf.distributed import strategies
+from nplm_tf.training import strategies
 from pipelines import app, corpus_flags
 
 TUNER = flags.DEFINE_enum("tuner", "random", ["random", "hyperband", "bayesian"], "keras-tuner algorithm.")

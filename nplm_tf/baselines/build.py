@@ -21,9 +21,9 @@ from nplm_tf.baselines import arpa as arpa_lib
 from nplm_tf.baselines import interpolated
 from nplm_tf.baselines import kneser_ney as kn
 from nplm_tf.run_dir import NGRAM_MODEL, RunDir
-from nplm_tf.tools import per_token as per_token_lib
 from pipelines import corpus as corpus_lib
 from pipelines import files
+from pipelines import per_token as per_token_lib
 from pipelines import vocabulary as vocab_lib
 
 MODELS = {cls.__name__: cls for cls in (kn.KneserNey, interpolated.InterpolatedTrigram)}
@@ -40,7 +40,7 @@ def token_arrays(split: corpus_lib.Split, vocab: vocab_lib.Vocabulary) -> kn.Tok
 
 
 def write_per_token(path: str, vocab: vocab_lib.Vocabulary, data: kn.TokenArrays, probs: np.ndarray) -> None:
-    """`probs` of `data`'s predicted tokens as a per-token file (`tools.per_token`), as `evaluate --per_token`
+    """`probs` of `data`'s predicted tokens as a per-token file (`pipelines.per_token`), as `evaluate --per_token`
     writes one."""
     per_token_lib.write(path, (vocab.words[i] for i in data.tokens[data.predicted]), np.log(probs))
 

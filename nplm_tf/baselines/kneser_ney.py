@@ -25,6 +25,7 @@ import dataclasses
 
 import numpy as np
 
+from nplm_tf import config as config_lib
 from nplm_tf.baselines.ngram_arrays import FALLBACK_DISCOUNTS, Order, TokenArrays, discounts_from
 from pipelines.errors import UserError
 
@@ -36,20 +37,8 @@ class NgramError(UserError):
 
 
 def prune_thresholds(values, order: int, name: str = "prune") -> tuple[int, ...]:
-    """`prune`'s thresholds as given (one per order from 1, the last holding for the orders after it), checked
-    as lmplz checks --prune, one per order; `name` is the setting an error names."""
-    given = ",".join(str(v) for v in values)
-    try:
-        values = [int(v) for v in values] or [0]
-    except ValueError:
-        raise NgramError(f"{name}={given} must be whole counts, one per order from 1, such as 0,0,1.") from None
-    if len(values) > order:
-        raise NgramError(f"{name}={given} gives {len(values)} thresholds for a {order}-gram; give at most {order}.")
-    if values[0] != 0:
-        raise NgramError(f"{name}={given}: unigrams are never pruned, so the first threshold must be 0.")
-    if any(b < a for a, b in zip(values, values[1:])):
-        raise NgramError(f"{name}={given}: the thresholds must not decrease from one order to the next.")
-    return tuple(values + values[-1:] * (order - len(values)))
+    """`config.prune_thresholds`, refused as an `NgramError`: `ngram --prune`'s and `KneserNey.prune`'s."""
+    return config_lib.prune_thresholds(values, order, name, NgramError)
 
 
 def index_array(ids: np.ndarray) -> np.ndarray:

@@ -30,14 +30,13 @@ import tensorflow as tf
 
 from nplm_tf.config import Config
 from nplm_tf.distributed import collectives, local_sgd
-from nplm_tf.distributed.strategies import is_chief
+from nplm_tf.network import loading, objectives, optimizers, scoring
 from nplm_tf.network import model as model_lib
-from nplm_tf.network import objectives, optimizers, scoring
 from nplm_tf.run_dir import RunDir, TrainingLock
 from nplm_tf.training import callbacks as callbacks_lib
 from nplm_tf.training import run_setup, trainer
-from nplm_tf.training import tail as tail_lib
 from nplm_tf.training.data import Data
+from nplm_tf.training.strategies import is_chief
 from pipelines import corpus as corpus_lib
 from pipelines import interrupts
 from pipelines.errors import UserError
@@ -95,7 +94,7 @@ def _train_multi_worker(
             f"another worker of this job stopped before training began ({type(e).__name__}); the chief's "
             f"output says why."
         ) from None
-    tail = tail_lib.load_tail(RunDir(model_dir), config)
+    tail = loading.load_tail(RunDir(model_dir), config)
     replicas = strategy.num_replicas_in_sync
     local = config.sync_every > 1
     if local:

@@ -15,12 +15,11 @@ from nplm_tf import run_dir
 from nplm_tf.baselines import build as ngram_lib
 from nplm_tf.baselines import network_mixture
 from nplm_tf.config import Config
-from nplm_tf.network import scoring
-from nplm_tf.tools import per_token
+from nplm_tf.network import loading, scoring
 from nplm_tf.training import trainer
 from nplm_tf.training.data import eval_dataset
 from pipelines import corpus as corpus_lib
-from pipelines import files
+from pipelines import files, per_token
 
 
 @dataclasses.dataclass(frozen=True)
@@ -53,7 +52,7 @@ NGRAMS = (  # name, directory, order, smoothing, paper test
     ("Kneser-Ney 5-gram", "kn5", 5, "kneser_ney", 321),
 )
 ROW_FILE = "reproduce_row.json"
-TOKENS_FILE = "test_tokens.tsv"  # a row's ln P per test token (`tools.per_token`), for the interval against KN5
+TOKENS_FILE = "test_tokens.tsv"  # a row's ln P per test token (`pipelines.per_token`), for the interval against KN5
 MIXED_TOKENS_FILE = "mixed_test_tokens.tsv"
 
 
@@ -154,7 +153,7 @@ def _seed_rows(
         config, order=row.order, hidden_dim=row.hidden_dim, feature_dim=row.feature_dim, direct=row.direct
     )
     metrics = trainer.train_and_evaluate(config, path, corpus, export=False)
-    _, vocab, model = run_dir.load_trained(path)
+    _, vocab, model = loading.load_trained(path)
     train = float("nan")
     if train_perplexity:
         train = scoring.score(model, eval_dataset(corpus["train"], vocab, config), vocab.unk_id).perplexity

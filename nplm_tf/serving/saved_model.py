@@ -25,6 +25,7 @@ import tensorflow as tf
 from nplm_tf import run_dir
 from nplm_tf.baselines import network_mixture, ngram_graph
 from nplm_tf.config import ConfigError
+from nplm_tf.network import loading
 from nplm_tf.serving import server as server_lib
 from pipelines import files
 from pipelines import vocabulary as vocab_lib
@@ -134,12 +135,12 @@ def export(
 
     An existing version directory is never replaced: the export is written
     beside it and moved into place only when complete. `precision`: serve in
-    this one instead of the run's (`run_dir.load_trained`); export.json's
+    this one instead of the run's (`loading.load_trained`); export.json's
     config says which. `ngram`: the mixture's n-gram, already read (`load_mixture`).
     """
     run = run_dir.RunDir(model_dir)
     export_dir = export_dir or run.export_dir
-    config, vocab, loaded = run_dir.load_trained(model_dir, precision)
+    config, vocab, loaded = loading.load_trained(model_dir, precision)
     model = model or loaded
     version = next_version(export_dir) if version is None else version
     if version < 0:

@@ -22,6 +22,7 @@ from nplm_tf.baselines import build as ngram_lib
 from nplm_tf.baselines import mixture as mixture_lib
 from nplm_tf.baselines import network_mixture
 from nplm_tf.baselines.ngram_arrays import TokenArrays
+from nplm_tf.network import loading
 from pipelines import corpus as corpus_lib
 from pipelines import corpus_flags
 
@@ -57,7 +58,7 @@ class LineScorer:
         this n-gram as it is now, else fitted on the model's own valid split, in memory: nothing is written);
         or "ngram" (the n-gram alone, as KenLM's `query` scores it).
       precision: None (the default): the network in NumPy, float32, without TensorFlow; else TensorFlow in this
-        precision (`run_dir.load_trained`).
+        precision (`loading.load_trained`).
       network: with precision None, the model directory's `NumpyNetwork` when the caller has it loaded.
     """
 
@@ -73,7 +74,7 @@ class LineScorer:
             self.config, self.vocab = run.read_config(), run.load_vocab()
             self._numpy = network or (NumpyNetwork.load(model_dir) if mode != "ngram" else None)
         else:
-            self.config, self.vocab, self._model = run_dir.load_trained(model_dir, precision)
+            self.config, self.vocab, self._model = loading.load_trained(model_dir, precision)
         self.ngram, self.weights, self.fit = None, None, None  # fit: a fit made here (`save_fit` keeps it)
         if mode != "network":
             self.ngram = network_mixture.load_checked(self.vocab, ngram_dir)
@@ -84,7 +85,7 @@ class LineScorer:
     def model(self):
         """The Keras model (loaded with TensorFlow on first use where the scorer computes in NumPy)."""
         if self._model is None:
-            _, _, self._model = run_dir.load_trained(self.model_dir, self.precision)
+            _, _, self._model = loading.load_trained(self.model_dir, self.precision)
         return self._model
 
     def _fitted_weights(self) -> np.ndarray:

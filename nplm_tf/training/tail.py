@@ -5,20 +5,16 @@ from __future__ import annotations
 import filecmp
 import os
 import shutil
-from typing import TYPE_CHECKING
 
 from nplm_tf.baselines import build as ngram_lib
 from nplm_tf.baselines import kneser_ney as kn
 from nplm_tf.baselines import network_mixture
 from nplm_tf.config import Config, ConfigError
+from nplm_tf.network.loading import check_kneser_ney, check_tail_model, load_tail_ngram
 from nplm_tf.run_dir import RunDir
 from pipelines import corpus as corpus_lib
 from pipelines import files
 from pipelines import vocabulary as vocab_lib
-
-if TYPE_CHECKING:  # TensorFlow loads with the tail itself (`tail_of`): a run keeps its n-gram before
-    from nplm_tf.network.network_tail import NetworkTail
-    from nplm_tf.network.shortlist import ShortListTail
 
 
 class NewTail:
@@ -88,20 +84,6 @@ def keep_tail(config: Config, vocab: vocab_lib.Vocabulary, model_dir: str, new: 
     return model  # the model in hand, not read back
 
 
-def tail_of(config: Config, model: kn.KneserNey | None) -> ShortListTail | NetworkTail | None:
-    """The tail a short-list model scores with (None without a short list): the network tail, or the n-gram
-    tail of `model` (`keep_tail`'s). Loads TensorFlow."""
-    if not config.shortlist:
-        return None
-    if not config.ngram_tail:
-        from nplm_tf.network.network_tail import NetworkTail
-
-        return NetworkTail(config.shortlist)
-    from nplm_tf.network.shortlist import ShortListTail
-
-    return ShortListTail(model, config.shortlist, config.tail)
-
-
 def tail_ngram(
     vocab: vocab_lib.Vocabulary,
     corpus: corpus_lib.Corpus | None,
@@ -122,45 +104,3 @@ def tail_ngram(
     if pruned:
         model.prune(prune, name="tail_ngram_prune")
     return model
-
-
-def check_kneser_ney(model, where: str) -> None:
-    if not isinstance(model, kn.KneserNey):
-        raise ConfigError(
-            f"the n-gram in {where} is not Kneser-Ney; a short list's tail needs one "
-            "(nplm_tf.ngram --smoothing=kneser_ney)."
-        )
-
-
-def check_tail_model(model, config: Config, where: str) -> None:
-    check_kneser_ney(model, where)
-    if model.order != config.tail_order:
-        remedy = (
-            f"pass --tail_ngram_order={model.order} to use it"
-            if model.order <= config.order
-            else f"a tail n-gram's order is at most n = {config.order} (--order)"
-        )
-        raise ConfigError(
-            f"the n-gram in {where} has order {model.order}, but the tail's is K = {config.tail_order} "
-            f"(--tail_ngram_order; 0: min(4, n)); {remedy}."
-        )
-
-
-def load_tail_ngram(run: RunDir, config: Config) -> kn.KneserNey | None:
-    """The n-gram of the tail a short-list run kept (None for a run without an n-gram tail)."""
-    if not config.ngram_tail:
-        return None
-    tail_dir = run.tail_ngram_dir
-    if not os.path.isfile(RunDir(tail_dir).ngram_model):
-        raise ConfigError(
-            f"{run.path} is a short-list model without its tail n-gram ({tail_dir}); "
-            "run the training command again to rebuild it."
-        )
-    model = ngram_lib.load(tail_dir)
-    check_tail_model(model, config, tail_dir)
-    return model
-
-
-def load_tail(run: RunDir, config: Config) -> ShortListTail | NetworkTail | None:
-    """The tail a short-list run kept (None for a full-softmax run)."""
-    return tail_of(config, load_tail_ngram(run, config))

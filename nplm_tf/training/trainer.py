@@ -15,15 +15,13 @@ import numpy as np
 import tensorflow as tf
 
 from nplm_tf.config import STEPS_PER_EXECUTION, Config
-from nplm_tf.distributed import strategies
+from nplm_tf.inference import embeddings
+from nplm_tf.network import loading, objectives, scoring
 from nplm_tf.network import model as model_lib
-from nplm_tf.network import objectives, scoring
 from nplm_tf.run_dir import RunDir, TrainingLock
 from nplm_tf.serving import saved_model
-from nplm_tf.tools import embeddings
-from nplm_tf.training import backup, run_setup
+from nplm_tf.training import backup, run_setup, strategies
 from nplm_tf.training import callbacks as callbacks_lib
-from nplm_tf.training import tail as tail_lib
 from nplm_tf.training.data import Data
 from pipelines import corpus as corpus_lib
 from pipelines import files
@@ -112,7 +110,7 @@ def _train_and_evaluate(
     finished, data, tail_ngram = set_up
     if finished is not None:
         return finished
-    tail = tail_lib.tail_of(config, tail_ngram)
+    tail = loading.tail_of(config, tail_ngram)
     strategy = strategy or tf.distribute.get_strategy()
     keras.utils.set_random_seed(config.seed)
 
