@@ -5,6 +5,7 @@
 
     python -m nplm_tf.evaluate --model_dir=DIR --ngram_dir=KN --save_mixture   # fit, report, and keep the fit
     python -m nplm_tf.evaluate --nplm_model=FILE --per_token=out.tsv   # a model trained by the nplm toolkit
+    python -m nplm_tf.evaluate --model_dirs='runs/s*' --ngram_dir=runs/kn5,runs/kn3   # an ensemble
 
 Prints the perplexity, tokens and OOV rate (and with --ngram_dir the mixtures' perplexities): a short table
 on a terminal, one JSON line when piped or with --format=json. --per_token writes one line per predicted
@@ -18,6 +19,10 @@ of DIR then serve the mixture (each with --nomixture leaves it out).
 --nplm_model scores with a model file of the USC/ISI nplm toolkit (one tanh hidden layer, `num_hidden 0`:
 what equation (1) covers) instead of a model directory, on --files or the corpus flags' split, tokenized as
 ours; its --per_token file compares with ours by `nplm_tf.compare`.
+
+--model_dirs mixes several networks (any heads and shapes, one vocabulary) and the n-grams of --ngram_dir
+(comma-separated) linearly, weights uniform, by EM on valid, and per context frequency (`tools/ensemble.py`),
+in NumPy; --per_token writes the ensemble's, and --save_ensemble=FILE keeps the fit.
 """
 
 import contextlib
@@ -25,6 +30,7 @@ import json
 import os
 import sys
 
+import numpy as np
 from absl import flags
 
 from nplm_tf import run_dir
@@ -32,6 +38,10 @@ from nplm_tf.network import loading
 from pipelines import app, corpus_flags, tables
 
 MODEL_DIR = app.define_path("model_dir", None, "A directory written by nplm_tf.train.")
+MODEL_DIRS = flags.DEFINE_string(
+    "model_dirs", None, "Instead of --model_dir: an ensemble's networks, comma-separated directories or globs."
+)
+SAVE_ENSEMBLE = app.define_path("save_ensemble", None, "With --model_dirs: keep the fitted weights in this JSON file.")
 NPLM_MODEL = app.define_path(
     "nplm_model", None, "Instead of --model_dir: a model file of the nplm toolkit (num_hidden 0, tanh) to score."
 )
@@ -81,8 +91,15 @@ def check():
     from pipelines import files
     from pipelines.errors import UserError
 
-    if bool(MODEL_DIR.value) == bool(NPLM_MODEL.value):
-        raise UserError("give one of --model_dir (a model trained here) and --nplm_model (an nplm toolkit file).")
+    if sum(bool(f.value) for f in (MODEL_DIR, MODEL_DIRS, NPLM_MODEL)) != 1:
+        raise UserError(
+            "give one of --model_dir (a model trained here), --model_dirs (an ensemble) and --nplm_model (an nplm "
+            "toolkit file)."
+        )
+    if SAVE_ENSEMBLE.value and not MODEL_DIRS.value:
+        raise UserError("--save_ensemble needs --model_dirs (the ensemble whose weights it keeps).")
+    if MODEL_DIRS.value:
+        return check_ensemble()
     if NPLM_MODEL.value:
         given = [f"--{f.name}" for f in (NGRAM_DIR, MIXTURE_PER_TOKEN, SAVE_MIXTURE, PRECISION) if f.present]
         if given:
@@ -122,13 +139,72 @@ def check():
     return corpus, split
 
 
+def check_ensemble():
+    """--model_dirs and --ngram_dir's directories, their shared vocabulary and the outputs, before any scoring."""
+    from nplm_tf.tools import ensemble
+    from pipelines import corpus as corpus_lib
+    from pipelines import files
+    from pipelines.errors import UserError
+
+    given = [f"--{f.name}" for f in (MIXTURE_PER_TOKEN, SAVE_MIXTURE, PRECISION) if f.present]
+    if given:
+        raise UserError(f"{', '.join(given)} is for one --model_dir; leave it out with --model_dirs.")
+    model_dirs, _ = run_dir.match_model_dirs(MODEL_DIRS.value)
+    ngram_dirs = corpus_lib.split_patterns(NGRAM_DIR.value) if NGRAM_DIR.value else []
+    for directory in ngram_dirs:
+        if not os.path.isdir(directory):
+            raise UserError(f"--ngram_dir: {directory} is not a directory; give n-gram directories of nplm_tf.ngram.")
+    if len(model_dirs) + len(ngram_dirs) < 2:
+        raise UserError("an ensemble needs two models at least: give more --model_dirs or an --ngram_dir.")
+    ensemble.Members.check(model_dirs, ngram_dirs)
+    for flag in (PER_TOKEN, SAVE_ENSEMBLE):
+        if flag.value:
+            files.check_output_file(flag.name, flag.value)
+    run = run_dir.RunDir(model_dirs[0])
+    corpus = corpus_flags.corpus_from_flags(run.read_corpus(), model_dirs[0])
+    split = corpus_lib.file_split(FILES.value) if FILES.value else corpus[SPLIT.value]
+    corpus_lib.check_split(split, order=1)
+    return corpus, split, model_dirs, ngram_dirs
+
+
+def evaluate_ensemble(corpus, split, model_dirs, ngram_dirs) -> None:
+    from nplm_tf.tools import ensemble
+    from pipelines import per_token
+
+    members = ensemble.Members.load(model_dirs, ngram_dirs)
+    report, probs, ids = ensemble.fit_and_score(members, corpus["valid"], split)
+    fit = report.pop("fit")
+    if PER_TOKEN.value:
+        per_token.write(PER_TOKEN.value, (members.vocab.words[i] for i in ids), np.log(probs))
+    form = FORMAT.value or ("table" if tables.on_terminal() else "json")
+    if form == "json":
+        print(json.dumps({k: v for k, v in report.items()}), flush=True)
+    else:
+        rows = [[m["model"], f"{m['perplexity']:.2f}", ""] for m in report["members"]]
+        rows.append(["uniform weights", f"{report['uniform']['perplexity']:.2f}", ""])
+        rows.append(
+            [
+                "weights by EM on valid",
+                f"{report['em']['perplexity']:.2f}",
+                " ".join(f"{w:.3f}" for w in report["em"]["weights"]),
+            ]
+        )
+        if "context_frequency" in report:
+            rows.append(["weights per context frequency", f"{report['context_frequency']['perplexity']:.2f}", ""])
+        print(tables.text_table(["model", "perplexity", "weights"], rows, right=[False, True, False]), flush=True)
+    if SAVE_ENSEMBLE.value:
+        ensemble.save_fit(SAVE_ENSEMBLE.value, {"fit": fit})
+        print(f"saved the ensemble's weights in {SAVE_ENSEMBLE.value}.", file=sys.stderr)
+
+
 def main(argv, checked):
+    if MODEL_DIRS.value:
+        evaluate_ensemble(*checked)
+        return
     if NPLM_MODEL.value:
         evaluate_nplm(checked[1])
         return
     app.import_tensorflow_quietly()
-    import numpy as np
-
     from nplm_tf.network import scoring
     from nplm_tf.training.data import eval_dataset
     from pipelines import files, per_token

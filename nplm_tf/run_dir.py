@@ -239,3 +239,31 @@ def numpy_scoring_flags():
         "Score with TensorFlow in this precision (default: NumPy in float32, without TensorFlow: the same weights).",
     )
     return mixture, precision
+
+
+def match_model_dirs(patterns: str, flag: str = "model_dirs") -> tuple[list[str], list[str]]:
+    """(model directories, other directories) the comma-separated globs match, each once, in order; one
+    sentence when a pattern matches nothing."""
+    import glob
+
+    from pipelines.corpus import split_patterns
+
+    runs, others, seen = [], [], set()
+    parts = split_patterns(patterns)
+    if not parts:
+        raise ConfigError(f"--{flag} is empty; give a model directory or a glob such as 'runs/*'.")
+    for part in parts:
+        matches = [m for m in (sorted(glob.glob(part)) if glob.has_magic(part) else [part]) if os.path.isdir(m)]
+        if not matches:
+            raise ConfigError(f"--{flag}: no directory matches {part!r}.")
+        for path in matches:
+            real = os.path.realpath(path)
+            if real in seen:
+                continue
+            seen.add(real)
+            (runs if RunDir(path).has_config() else others).append(path)
+    if not runs:
+        raise ConfigError(
+            f"--{flag}={patterns} matches no model directory (one holding config.json, written by nplm_tf.train)."
+        )
+    return runs, others

@@ -28,7 +28,6 @@ epoch yet are in the table only.
 
 from __future__ import annotations
 
-import glob
 import json
 import math
 import os
@@ -62,30 +61,10 @@ COLUMNS = ("run", "corpus", "settings", "status", "epochs", "best", "valid", "te
 
 
 def model_dirs(patterns: str) -> tuple[list[str], list[str]]:
-    """(model directories, other directories) the comma-separated globs match, each once, in order; one
-    sentence when a pattern matches nothing."""
-    from nplm_tf.run_dir import RunDir
-    from pipelines.corpus import split_patterns
+    """(model directories, other directories) the comma-separated globs match (`run_dir.match_model_dirs`)."""
+    from nplm_tf.run_dir import match_model_dirs
 
-    runs, others, seen = [], [], set()
-    parts = split_patterns(patterns)
-    if not parts:
-        raise UserError("--model_dirs is empty; give a model directory or a glob such as 'runs/*'.")
-    for part in parts:
-        matches = [m for m in (sorted(glob.glob(part)) if glob.has_magic(part) else [part]) if os.path.isdir(m)]
-        if not matches:
-            raise UserError(f"--model_dirs: no directory matches {part!r}.")
-        for path in matches:
-            real = os.path.realpath(path)
-            if real in seen:
-                continue
-            seen.add(real)
-            (runs if RunDir(path).has_config() else others).append(path)
-    if not runs:
-        raise UserError(
-            f"--model_dirs={patterns} matches no model directory (one holding config.json, written by nplm_tf.train)."
-        )
-    return runs, others
+    return match_model_dirs(patterns)
 
 
 def settings(config) -> str:

@@ -1,0 +1,153 @@
+"""Ensembles: several networks and n-grams mixed linearly, the weights fitted by EM on valid.
+
+    P(w | h) = Σ_i λ_i(h) P_i(w | h),    Σ_i λ_i(h) = 1,
+
+with the λ_i uniform, fitted once by EM over the valid split, or fitted per bucket of the context's train
+frequency (as the two-model mixture, `baselines.mixture`; the buckets read the first n-gram's counts). A
+mixture of normalized distributions is normalized, so perplexity stays exact. The networks are scored in NumPy
+(`inference.network`), each once per split, so k networks cost about k times one; no TensorFlow.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+
+import numpy as np
+
+from nplm_tf.baselines import build as ngram_lib
+from nplm_tf.baselines import mixture, network_mixture
+from nplm_tf.baselines.ngram_arrays import TokenArrays
+from nplm_tf.inference.network import NumpyNetwork
+from nplm_tf.run_dir import RunDir
+from pipelines import corpus as corpus_lib
+from pipelines import files
+from pipelines import vocabulary as vocab_lib
+from pipelines.errors import UserError
+
+EM_ITERATIONS = 100
+NUM_BUCKETS = network_mixture.NUM_BUCKETS
+
+
+def em_weights(probs: np.ndarray, iterations: int = EM_ITERATIONS) -> tuple[np.ndarray, list[float]]:
+    """The weights maximizing Σ_t ln Σ_i λ_i p_i(t) (probs: (k, T)), by EM from uniform weights; also each
+    iteration's mean log-likelihood (never lower than the one before)."""
+    k = probs.shape[0]
+    weights, trace = np.full(k, 1.0 / k), []
+    for _ in range(iterations):
+        mixed = weights @ probs
+        trace.append(float(np.log(mixed).mean()))
+        weights = (weights[:, None] * probs / mixed).mean(axis=1)  # posteriors, then their mean
+    return weights, trace
+
+
+def bucket_weights(probs: np.ndarray, buckets: np.ndarray, num_buckets: int = NUM_BUCKETS) -> np.ndarray:
+    """One EM fit per bucket, (num_buckets, k); a bucket without valid tokens takes the global weights."""
+    overall, _ = em_weights(probs)
+    weights = np.tile(overall, (num_buckets, 1))
+    for b in range(num_buckets):
+        mask = buckets == b
+        if mask.any():
+            weights[b], _ = em_weights(probs[:, mask])
+    return weights
+
+
+@dataclasses.dataclass
+class Members:
+    """The ensemble's models, all over one vocabulary: networks (model directories) and n-grams."""
+
+    vocab: vocab_lib.Vocabulary
+    model_dirs: list[str]
+    ngram_dirs: list[str]
+    networks: list[NumpyNetwork]
+    ngrams: list
+
+    @property
+    def names(self) -> list[str]:
+        return self.model_dirs + self.ngram_dirs
+
+    @classmethod
+    def check(cls, model_dirs: list[str], ngram_dirs: list[str]) -> vocab_lib.Vocabulary:
+        """The shared vocabulary, or one sentence naming the member whose vocabulary differs; nothing loaded."""
+        from nplm_tf import run_dir as run_dir_lib
+
+        for directory in model_dirs:
+            run_dir_lib.check_trained(directory)
+        vocab = RunDir(model_dirs[0]).load_vocab()
+        for directory in model_dirs[1:]:
+            other = RunDir(directory).load_vocab()
+            if other.words != vocab.words:
+                raise UserError(
+                    f"{directory} has another vocabulary ({other.size:,} types) than {model_dirs[0]} "
+                    f"({vocab.size:,}); an ensemble's networks share one: train them with the same corpus, "
+                    "--min_count and --max_vocab."
+                )
+        for directory in ngram_dirs:
+            network_mixture.check_same_vocabulary(vocab, directory)
+        return vocab
+
+    @classmethod
+    def load(cls, model_dirs: list[str], ngram_dirs: list[str]) -> Members:
+        vocab = cls.check(model_dirs, ngram_dirs)
+        networks = [NumpyNetwork.load(d) for d in model_dirs]
+        ngrams = [ngram_lib.load(d) for d in ngram_dirs]
+        return cls(vocab, list(model_dirs), list(ngram_dirs), networks, ngrams)
+
+    def score(self, split: corpus_lib.Split) -> tuple[np.ndarray, np.ndarray | None, list[int]]:
+        """P of every predicted token of `split` under each member, (k, T) in the members' order; each token's
+        context-frequency bucket (the first n-gram's counts; None without one); the tokens' ids."""
+        lines = [self.vocab.ids(tokens) for tokens in map(corpus_lib.tokenize, split.iter_lines()) if tokens]
+        rows = [np.exp(network.line_log_probs(lines)) for network in self.networks]
+        arrays = TokenArrays.from_lines(lines, self.vocab.bos_id, self.vocab.eos_id)
+        rows += [ngram.token_probabilities(arrays) for ngram in self.ngrams]
+        buckets = None
+        if self.ngrams:
+            buckets = mixture.frequency_buckets(self.ngrams[0].context_counts(arrays), NUM_BUCKETS)
+        return np.stack(rows), buckets, arrays.tokens[arrays.predicted].tolist()
+
+
+def perplexity(p: np.ndarray) -> float:
+    return float(np.exp(-np.log(p).mean()))
+
+
+def fit_and_score(members: Members, valid: corpus_lib.Split, split: corpus_lib.Split) -> tuple[dict, np.ndarray, list]:
+    """Fits the weights on `valid` and scores `split`: the report, the ensemble's P per token of `split` (the
+    context-frequency weights where there is an n-gram, else the global EM weights), and the tokens' ids."""
+    valid_probs, valid_buckets, _ = members.score(valid)
+    probs, buckets, ids = members.score(split)
+    k = probs.shape[0]
+    weights, trace = em_weights(valid_probs)
+    report = {
+        "members": [
+            {"model": name, "kind": "network" if i < len(members.model_dirs) else "ngram", "perplexity": perplexity(p)}
+            for i, (name, p) in enumerate(zip(members.names, probs))
+        ],
+        "uniform": {"weights": [1.0 / k] * k, "perplexity": perplexity(probs.mean(axis=0))},
+        "em": {
+            "weights": weights.tolist(),
+            "perplexity": perplexity(weights @ probs),
+            "valid_log_likelihood": trace[-1],
+        },
+        "tokens": int(probs.shape[1]),
+    }
+    best = weights @ probs
+    if buckets is not None:
+        per_bucket = bucket_weights(valid_probs, valid_buckets)
+        best = np.einsum("tk,kt->t", per_bucket[buckets], probs)
+        report["context_frequency"] = {
+            "buckets": "0: unseen context; b >= 1: train count in [2^(b-1), 2^b) (the first n-gram's)",
+            "weights": per_bucket.tolist(),
+            "perplexity": perplexity(best),
+        }
+    report["fit"] = {
+        "model_dirs": [os.path.abspath(d) for d in members.model_dirs],
+        "ngram_dirs": [os.path.abspath(d) for d in members.ngram_dirs],
+        "em": weights.tolist(),
+        "context_frequency": report.get("context_frequency", {}).get("weights"),
+    }
+    return report, best, ids
+
+
+def save_fit(path: str, report: dict) -> None:
+    """The fitted weights and their members as JSON at `path` (written atomically)."""
+    files.write_json(path, report["fit"])

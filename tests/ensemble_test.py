@@ -1,0 +1,127 @@
+"""Ensembles of networks and n-grams: EM weights, `evaluate --model_dirs`, and what it refuses."""
+
+import json
+import math
+import os
+import shutil
+
+import numpy as np
+import pytest
+
+from nplm_tf.baselines import build as ngram_lib
+from nplm_tf.tools import ensemble
+from nplm_tf.training import trainer
+from pipelines import corpus as corpus_lib
+from tests import helpers
+
+
+def test_em_weights_sum_to_one_and_never_lower_the_likelihood():
+    rng = np.random.default_rng(0)
+    probs = rng.uniform(0.01, 1, size=(3, 500)) * np.array([[1.0], [0.5], [0.2]])
+    weights, trace = ensemble.em_weights(probs)
+    assert weights.sum() == pytest.approx(1.0) and (weights > 0).all()
+    assert all(b >= a - 1e-12 for a, b in zip(trace, trace[1:]))
+    assert weights[0] > weights[1] > weights[2]  # the best model takes the most weight
+    same, _ = ensemble.em_weights(np.stack([probs[0], probs[0]]))
+    np.testing.assert_allclose(same @ np.stack([probs[0], probs[0]]), probs[0], rtol=1e-12)
+    buckets = np.arange(500) % 3
+    per_bucket = ensemble.bucket_weights(probs, buckets, num_buckets=4)
+    np.testing.assert_allclose(per_bucket.sum(axis=1), 1.0)
+    np.testing.assert_allclose(per_bucket[3], weights)  # a bucket without tokens takes the global weights
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    root = tmp_path_factory.mktemp("ens")
+    paths = helpers.tiny_corpus_files(root, train=80, valid=15, test=15)
+    corpus = corpus_lib.files_corpus(paths["train"], paths["valid"], paths["test"])
+    dirs = {}
+    for name, changes in {"a": {}, "b": {"seed": 8, "hidden_dim": 12}, "other": {"max_vocab": 10}}.items():
+        dirs[name] = str(root / name)
+        trainer.train_and_evaluate(helpers.tiny_config(**changes), dirs[name], corpus, verbose=0, export=False)
+    dirs["kn3"] = str(root / "kn3")
+    ngram_lib.train_ngram(3, dirs["kn3"], corpus, min_count=1, arpa=False)
+    return dirs, paths, corpus
+
+
+def evaluate(*args, tmp_path=None):
+    result = helpers.run_binary("nplm_tf.evaluate", "--format=json", *args)
+    return result
+
+
+def test_an_ensemble_of_one_network_is_that_network(runs):
+    dirs, _, corpus = runs
+    members = ensemble.Members.load([dirs["a"]], [])
+    report, probs, _ = ensemble.fit_and_score(members, corpus["valid"], corpus["test"])
+    assert report["em"]["weights"] == [1.0]
+    assert report["em"]["perplexity"] == pytest.approx(report["members"][0]["perplexity"], rel=1e-12)
+    assert report["members"][0]["perplexity"] == pytest.approx(math.exp(-np.log(probs).mean()), rel=1e-12)
+
+
+def test_an_ensemble_of_two_equal_networks_is_either(runs, tmp_path):
+    dirs, paths, _ = runs
+    copy = str(tmp_path / "a_copy")
+    shutil.copytree(dirs["a"], copy)
+    result = evaluate(f"--model_dirs={dirs['a']},{copy}", f"--files={paths['test']}")
+    assert result.returncode == 0, result.stderr[-2000:]
+    report = json.loads(result.stdout)
+    one, two = (m["perplexity"] for m in report["members"])
+    assert one == pytest.approx(two, rel=1e-12)
+    assert report["em"]["perplexity"] == pytest.approx(one, rel=1e-9)
+    assert sum(report["em"]["weights"]) == pytest.approx(1.0)
+
+
+def test_one_network_and_an_ngram_is_todays_mixture_and_the_tokens_are_written(runs, tmp_path):
+    dirs, paths, _ = runs
+    per_token, fit = str(tmp_path / "ens.tsv"), str(tmp_path / "fit.json")
+    result = evaluate(
+        f"--model_dirs={dirs['a']}",
+        f"--ngram_dir={dirs['kn3']}",
+        f"--per_token={per_token}",
+        f"--save_ensemble={fit}",
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+    ours = json.loads(result.stdout)
+    today = evaluate(f"--model_dir={dirs['a']}", f"--ngram_dir={dirs['kn3']}", f"--per_token={tmp_path / 'n.tsv'}")
+    assert today.returncode == 0, today.stderr[-2000:]
+    mixture = json.loads(today.stdout)["mixture"]
+    assert ours["em"]["weights"][0] == pytest.approx(mixture["em"]["weight"], abs=1e-5)
+    assert ours["em"]["perplexity"] == pytest.approx(mixture["em"]["perplexity"], rel=1e-5)
+    assert ours["context_frequency"]["perplexity"] == pytest.approx(
+        mixture["context_frequency"]["perplexity"], rel=1e-5
+    )
+    lines = open(per_token, encoding="utf-8").read().splitlines()
+    assert len(lines) == ours["tokens"]
+    ln_p = np.array([float(line.split("\t")[1]) for line in lines])
+    assert math.exp(-ln_p.mean()) == pytest.approx(ours["context_frequency"]["perplexity"], rel=1e-5)
+    saved = json.load(open(fit, encoding="utf-8"))
+    assert saved["model_dirs"] == [os.path.abspath(dirs["a"])] and len(saved["em"]) == 2
+
+
+def test_two_networks_and_an_ngram_mix_below_each(runs):
+    dirs, _, _ = runs
+    result = evaluate(f"--model_dirs={dirs['a']},{dirs['b']}", f"--ngram_dir={dirs['kn3']}")
+    assert result.returncode == 0, result.stderr[-2000:]
+    report = json.loads(result.stdout)
+    assert len(report["em"]["weights"]) == 3
+    assert report["context_frequency"]["perplexity"] <= min(m["perplexity"] for m in report["members"]) * 1.001
+
+
+@pytest.mark.parametrize(
+    "flags,message",
+    [
+        (lambda d, t: [f"--model_dirs={d['a']},{d['other']}"], "has another vocabulary"),
+        (lambda d, t: [f"--model_dirs={d['a']},{t}/missing"], "no directory matches"),
+        (lambda d, t: [f"--model_dirs={t}/nothing*"], "no directory matches"),
+        (lambda d, t: [f"--model_dirs={d['a']}"], "an ensemble needs two models at least"),
+        (lambda d, t: [f"--model_dirs={d['a']}", f"--ngram_dir={t}/none"], "--ngram_dir: "),
+        (lambda d, t: [f"--model_dirs={d['a']},{d['b']}", "--save_mixture"], "is for one --model_dir"),
+    ],
+)
+def test_a_bad_ensemble_is_one_sentence_and_writes_nothing(flags, message, runs, tmp_path):
+    dirs, _, _ = runs
+    out = tmp_path / "tokens.tsv"
+    result = evaluate(*flags(dirs, tmp_path), f"--per_token={out}")
+    assert result.returncode == 1 and message in result.stderr, result.stderr[-2000:]
+    assert len(helpers.error_lines(result.stderr)) == 1
+    assert not out.exists()
