@@ -279,6 +279,13 @@ def test_a_short_list_trained_on_an_imported_tail_serves_a_normalized_distributi
     np.testing.assert_allclose(out["token_log_probs"].numpy()[out["mask"].numpy()], expected, atol=1e-5)
     top = served.signatures["next_word"](text=tf.constant(["the cat", ""]), k=tf.constant(10_000))
     np.testing.assert_allclose(top["probabilities"].numpy().sum(axis=1), 1.0, atol=1e-5)
+    mixtures = []  # the network mixed with the n-gram read back, and with the one that wrote the file
+    for ngram_dir in (imported, source):
+        mixed = helpers.run_binary("nplm_tf.evaluate", f"--model_dir={model_dir}", f"--ngram_dir={ngram_dir}")
+        assert mixed.returncode == 0, mixed.stderr[-2000:]
+        mixtures.append(json.loads(mixed.stdout.strip().splitlines()[-1])["mixture"])
+    for kind in ("em", "context_frequency"):
+        assert mixtures[0][kind]["perplexity"] == pytest.approx(mixtures[1][kind]["perplexity"], rel=1e-9)
 
 
 # ------------------------------------------------------------------ bad input --
