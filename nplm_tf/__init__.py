@@ -11,8 +11,7 @@ __version__ = "0.1.0"
 # TensorFlow's default CPU allocator takes each large tensor (a batch's (256, |V|) logits, 42 MB at
 # |V| = 40,928) from fresh pages of the OS and returns them after the op, so every such op pays a page
 # fault per 4 KiB; on a virtual machine that cost more than the softmax itself. Its BFC allocator reuses
-# the memory: full-softmax training on GCIDE ran 2.2x as fast, at the same peak memory
-# (benchmarks/README.md). TensorFlow reads the variable when it first creates its devices, so this takes
+# the memory, which speeds full-softmax training at large |V| (benchmarks.throughput --corpus=gcide). TensorFlow reads the variable when it first creates its devices, so this takes
 # effect unless an op ran before nplm_tf was imported; a user's own setting (false) wins.
 os.environ.setdefault("TF_CPU_ALLOCATOR_USE_BFC", "true")
 

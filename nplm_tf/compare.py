@@ -21,8 +21,7 @@ run's), and each resampling also draws each model's runs with replacement, so th
 run-to-run spread of training as well as the choice of test units (a draw's distance from the runs' mean
 scaled by sqrt(R / (R - 1)), so that it varies by their unbiased variance). One run a model cannot see that
 spread, and two or three see it only roughly (their variance is estimated from R - 1 degrees of freedom):
-in simulation at Brown's seed spread (`benchmarks.compare_coverage`), the 95% interval held the true ratio
-in 80% of trials from one run a model, 90% from two, 93% from three and 94% from five.
+`benchmarks.compare_coverage` measures how often the interval holds the true ratio at Brown's seed spread.
 
 `--bands=EDGES` adds `bands`: the same comparison within bands of word frequency, cut at the vocabulary ids
 EDGES (the vocabulary is sorted by train count, so `--bands=4000` splits a 4,000-word short list's words from

@@ -26,9 +26,8 @@ DEFAULT_TAIL_ORDER = 4
 # a binary can check its flags against it first.
 STEPS_PER_EXECUTION = 32
 # Logits one scoring batch may hold, (rows, output width) floats, of which the softmax keeps several copies at
-# once: exact evaluation (`training.data.eval_batch_size`) and the SavedModel's `score` (`serving.server`). At
-# |V| = 1,068,420, `evaluate` peaked at 14.6 GiB of RSS with 1,024 windows a batch, at 3.2 GiB with 125 (2^27
-# logits), and took 203 s against 193 s (benchmarks/README.md).
+# once: exact evaluation (`training.data.eval_batch_size`) and the SavedModel's `score` (`serving.server`). It
+# bounds their memory at very large |V| for a little speed (benchmarks.zipf_corpus's vocabulary).
 LOGITS_PER_BATCH = 2**27
 
 

@@ -14,7 +14,7 @@ TF_CPP_MIN_LOG_LEVEL, `run` hides them: the level is set before TensorFlow
 loads, and the lines its C++ libraries print while loading (before their log
 settings apply) are filtered out of standard error, everything else passed on.
 At exit, `run` collects once and freezes what is left (`collect_then_freeze`),
-which takes 0.6-0.8 s off every command that loaded TensorFlow.
+which shortens the exit of every command that loaded TensorFlow.
 """
 
 from __future__ import annotations
@@ -264,7 +264,7 @@ def guarded(
     binary that trains and resumes, it says how to resume). `check` runs first, before TensorFlow loads
     (seconds on a small machine), so that the flag values it rejects are answered at once; `main(argv,
     checked)` then receives what it returned, so nothing is read twice. `tensorflow=False`: a binary that
-    never needs TensorFlow does not load it (3 s and about 0.7 GB here), or loads it later itself
+    never needs TensorFlow does not load it (seconds and most of a gigabyte), or loads it later itself
     (`import_tensorflow_quietly`), once it has checked what it can without it."""
 
     def wrapped(argv: list[str]) -> None:
@@ -300,9 +300,8 @@ def guarded(
 def collect_then_freeze() -> None:
     """At exit: collects what is garbage now, so its finalizers run (a file still open in a reference cycle is
     flushed and closed), then freezes what is left out of the collector's sight. Python's shutdown otherwise
-    walks the objects TensorFlow and Keras hold (about 300,000) in collection after collection while it
-    clears the modules: 0.6-0.8 s of every binary's exit here, and what is frozen is freed all the same when
-    the process ends."""
+    walks the objects TensorFlow and Keras hold in collection after collection while it clears the modules,
+    and what is frozen is freed all the same when the process ends."""
     gc.collect()
     gc.freeze()
 

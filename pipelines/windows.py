@@ -25,7 +25,7 @@ _FILTER_BATCH = 64
 _WINDOW_BATCH = 32
 # The functions tf.data traces are left as written: their control flow is Python's (on the split's and the
 # flags' values, never on tensors), and AutoGraph's conversion of them (and of tensorflow-text's
-# `sliding_window` inside) took 0.5-0.8 s of every process that builds a dataset.
+# `sliding_window` inside) took a noticeable part of every process that builds a dataset.
 _as_written = tf.autograph.experimental.do_not_convert
 
 
@@ -76,12 +76,11 @@ def split_window(windows: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
 
 
 # tf.data's autotuning runs a background model thread per iterator, and
-# destroying the iterator waits for that thread's next wake-up: measured here,
-# 6.5-8.8 s of idle CPU at the end of about half the `fit`/`evaluate` calls (a
-# new iterator every epoch and every scoring pass). With autotuning off,
-# AUTOTUNE parallelism stays at the fixed value tf.data starts from and the
-# stall is gone (0.00 s in 6 of 6 runs); the pipeline still runs far ahead of
-# training (benchmarks/pipeline.py).
+# destroying the iterator waits for that thread's next wake-up: seconds of idle
+# CPU at the end of many `fit`/`evaluate` calls (a new iterator every epoch and
+# every scoring pass). With autotuning off, AUTOTUNE parallelism stays at the
+# fixed value tf.data starts from and the stall is gone; the pipeline still runs
+# far ahead of training (benchmarks/pipeline.py).
 _OPTIONS = tf.data.Options()
 _OPTIONS.autotune.enabled = False
 

@@ -51,7 +51,7 @@ NUM_CPU_DEVICES = flags.DEFINE_integer(
     "num_cpu_devices",
     1,
     "Logical CPU devices: MirroredStrategy's replicas when no GPU. One replica uses the whole CPU; two on 2 cores "
-    "trained at 0.53-0.58 of its tokens/s (benchmarks/README.md).",
+    "train slower (benchmarks/README.md).",
 )
 SEED = flags.DEFINE_integer("seed", 1, "Seed of the tuner's sampling.")
 REPORT_ONLY = flags.DEFINE_boolean(

@@ -40,8 +40,8 @@ def write_arpa(
 def _rows(model: kn.KneserNey, words: np.ndarray, k: int, rows: slice):
     """The ARPA lines of order k's n-grams `rows`.
 
-    Formatted from Python lists, not numpy scalars (a numpy float formats 1.3x slower, and numpy's
-    element-wise string concatenation cost as much again): twice as fast, the same text."""
+    Formatted from Python lists, not numpy scalars (numpy floats format slower, and so does numpy's
+    element-wise string concatenation): the same text, faster."""
     o = model.orders[k]
     columns = [o.word[rows]]
     g = o.context[rows]

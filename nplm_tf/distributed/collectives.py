@@ -11,8 +11,8 @@ def worker_index(strategy: tf.distribute.Strategy) -> int:
     return int(strategy.experimental_local_results(ids)[0])
 
 
-# The weights in packs of up to 4 MiB, all-reduced concurrently: 13 ms against 18 ms in one tensor each for
-# MLP9's 1.86 M floats, two workers on 127.0.0.1 (20 averages, one core each); the same means.
+# The weights in packs of up to 4 MiB, all-reduced concurrently: faster than one tensor each, the same means
+# (benchmarks.scaling).
 _AVERAGE_OPTIONS = tf.distribute.experimental.CommunicationOptions(bytes_per_pack=4 << 20)
 
 

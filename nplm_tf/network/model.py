@@ -22,7 +22,7 @@ def _softmax_nll(targets, logits):
     # TensorFlow's softmax kernel (oneDNN on x86) is one fast pass over the
     # (batch, |V|) logits; the loss is read off the target's probability and
     # the gradient p - onehot(t) costs one more pass. TensorFlow's fused
-    # cross-entropy kernel took ~5x as long here, and XLA's ~2.5x.
+    # cross-entropy kernel and XLA's made several passes each, and took longer.
     probabilities = tf.nn.softmax(logits)
     p_target = tf.gather(probabilities, targets, axis=1, batch_dims=1)
     nll = tf.cond(

@@ -141,8 +141,8 @@ def _split_rows(output, split: int):
     """(output[:split], output[split:], Σ output²), the gradient in one pass over `output`.
 
     Left to the tape, each slice's gradient was a zero-padded copy of the whole (|V| + 1, D) matrix, and the
-    two copies and the decay term's 2·w were summed in further passes; without them the network tail trains
-    1.3–1.6× as fast on Brown at N = 4,000 (`benchmarks.throughput`, alternated).
+    two copies and the decay term's 2·w were summed in further passes (`benchmarks.throughput --tail=network`
+    measures the difference).
     """
 
     @tf.custom_gradient

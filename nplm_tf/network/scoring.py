@@ -67,7 +67,7 @@ def _nll_function(model: keras.Model, tail) -> Callable:
 
     @tf.function(
         autograph=False, reduce_retracing=True
-    )  # Python control flow only: AutoGraph's conversion cost 1-2 s per process
+    )  # Python control flow only: AutoGraph's conversion cost seconds per process
     def batch_nll(context, target):
         logits = model(context, training=False)
         if tail is None:

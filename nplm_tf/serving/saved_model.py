@@ -103,8 +103,7 @@ def _saved_object(server: server_lib.Server, signatures: dict) -> tf.Module:
     Not the server itself: some of its variables serve no signature of a given export (a short list's ranked
     tail under a mixture, whose words come from the dense distribution: a quarter of Brown's back-off export).
     Nor the signatures' functions: tracked as attributes of the saved object, as `keras.export.ExportArchive`
-    tracks them, each was traced a second time by `tf.saved_model.save`, and an export took 1.2-2.2x as long
-    (alternated: a tiny model; Brown's back-off list mixed with KN5; GCIDE's 4,000-word list).
+    tracks them, each was traced a second time by `tf.saved_model.save`, which made an export slower.
     """
     read = {id(v) for function in signatures.values() for v in function.variables}
     root = tf.Module(name="nplm_export")

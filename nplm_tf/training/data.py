@@ -111,7 +111,7 @@ def large_vocabulary_note(config: Config, vocab_size: int) -> str | None:
     return (
         f"note: |V| = {vocab_size:,}, so the full softmax's output layer takes most of each step; a short list "
         "(--shortlist=4000) or sampled training (--loss=sampled_softmax --num_sampled=500) trains several times "
-        "faster (on GCIDE, |V| = 40,928: 7-9x and 9-12x the tokens/s) and is still evaluated exactly "
+        "faster and is still evaluated exactly "
         "(docs/large_vocabularies.md)."
     )
 

@@ -100,7 +100,7 @@ def make_strategy(name: str, num_cpu_devices: int = 1):
     if name == "multi_worker":  # the cluster comes from TF_CONFIG; without it, one local worker
         options = tf.distribute.experimental.CommunicationOptions(
             implementation=tf.distribute.experimental.CommunicationImplementation.RING,
-            # One all-reduce for all gradients instead of one per variable: +17% on 2 workers (benchmarks.scaling).
+            # One all-reduce for all gradients instead of one per variable (benchmarks.scaling measures it).
             bytes_per_pack=32 << 20,
         )
         return tf.distribute.MultiWorkerMirroredStrategy(communication_options=options)
