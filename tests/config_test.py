@@ -97,3 +97,34 @@ def test_balancing_workers_needs_local_sgd():
     assert Config(sync_every=4, balance_workers=True).balance_workers
     with pytest.raises(ConfigError, match=r"^balance_workers=True needs sync_every > 1"):
         Config(balance_workers=True)
+
+
+def test_every_config_field_is_a_train_flag_with_its_default_and_values():
+    """The configuration is described once: `train` defines a flag per `Config` field whose default is the field's
+    (read from `Config()`, not retyped) and whose choices are the values `Config` accepts."""
+    import dataclasses
+    import subprocess
+    import sys
+
+    from nplm_tf import config as config_lib
+    from tests import helpers
+
+    probe = (
+        "import json; from absl import flags; import nplm_tf.train; "
+        "print(json.dumps({n: [f.default, sorted(getattr(f.parser, 'enum_values', None) or [])] "
+        "for n, f in flags.FLAGS._flags().items()}))"
+    )
+    out = subprocess.run([sys.executable, "-c", probe], cwd=helpers.ROOT, capture_output=True, text=True, check=True)
+    defined = json.loads(out.stdout)
+    choices = {
+        "optimizer": config_lib.OPTIMIZERS,
+        "tail": config_lib.TAILS,
+        "loss": config_lib.LOSSES,
+        "precision": config_lib.PRECISIONS + ("auto",),
+    }
+    for field in dataclasses.fields(Config):
+        assert field.name in defined, f"Config.{field.name} has no --{field.name}"
+        default, values = defined[field.name]
+        assert default == field.default, field.name
+        if field.name in choices:
+            assert values == sorted(choices[field.name]), field.name
