@@ -93,8 +93,10 @@ class LanguageModel:
 
     Args:
       path: a model directory (`nplm_tf.train`; with the mixture its `mixture.json` keeps, unless `mixture`
-        is False), an n-gram directory (`nplm_tf.ngram`), or a SavedModel export (`MODEL_DIR/export/<v>` is
-        read from its model directory; another export through TensorFlow's `next_word` over every word).
+        is False), an n-gram directory (`nplm_tf.ngram`), a SavedModel export (`MODEL_DIR/export/<v>` is
+        read from its model directory; another export through TensorFlow's `next_word` over every word), or
+        an ensemble's fit (`evaluate --model_dirs … --save_ensemble=FILE`: its networks and n-grams mixed with
+        the weights fitted per context frequency, or by EM without an n-gram).
       mixture: use the saved mixture of a model directory (default), or the network alone.
       ngram_dir: mix the network with this n-gram instead (its weights: the saved fit for it, else fitted on
         the model's valid split in memory).
@@ -111,7 +113,7 @@ class LanguageModel:
             raise UserError(f"cache_size={cache_size!r} must be a positive integer.")
         self.path, self.cache_size = path, cache_size
         self._cache: collections.OrderedDict[tuple[int, ...], np.ndarray] = collections.OrderedDict()
-        self.network = self.ngram = self.weights = self._export = None
+        self.network = self.ngram = self.weights = self._export = self._members = None
         export_parent = _export_parent(path)
         if export_parent is not None:
             path = export_parent
@@ -134,6 +136,8 @@ class LanguageModel:
             self.order = max(self.network.order, self.ngram.order if self.ngram is not None else 0)
         elif kind == "export":
             self._load_export(path)
+        elif kind == "ensemble":
+            self._load_ensemble(path)
         else:
             raise UserError(
                 f"{path} is no model: give a model directory (nplm_tf.train), an n-gram directory (nplm_tf.ngram) "
@@ -287,6 +291,8 @@ class LanguageModel:
 
     def _compute(self, contexts: list[tuple[int, ...]]) -> list:
         """Each context's cache entry (`_entry`)."""
+        if self._members is not None:
+            return [(row, None) for row in self._ensemble_distribution(contexts)]
         p = None
         if self.network is not None:
             c = self.network.context_size
@@ -328,7 +334,7 @@ class LanguageModel:
         """The context's words used and the word: a network's min(position + 1, order) (the words before it in
         the sentence, `<s>` not counted, as `nplm_tf.query` prints it); an n-gram's longest match, as KenLM's."""
         known = [w for w in context if w != NOTHING]
-        if self.network is not None or self._export is not None:
+        if self.network is not None or self._export is not None or self._members is not None:
             return min(sum(w != self.bos_id for w in known) + 1, self.order)
         return self._matched(known, word)
 
@@ -343,6 +349,44 @@ class LanguageModel:
             if ngram.orders[k].lookup(np.array([h * ngram.base + word]))[0] >= 0:
                 best = k
         return best
+
+    def _load_ensemble(self, path: str) -> None:
+        """An ensemble's fit: its members (one vocabulary, checked) and weights."""
+        from nplm_tf.tools import ensemble
+        from pipelines import files
+
+        fit = files.read_json(path)
+        if not isinstance(fit, dict) or not isinstance(fit.get("model_dirs"), list) or "em" not in fit:
+            raise UserError(
+                f"{path} is no ensemble's fit; write one with nplm_tf.evaluate --model_dirs --save_ensemble."
+            )
+        members = ensemble.Members.load(fit["model_dirs"], fit.get("ngram_dirs") or [])
+        if len(fit["em"]) != len(members.names):
+            raise UserError(f"{path} holds {len(fit['em'])} weights for {len(members.names)} models; fit it again.")
+        self._members, self.vocab = members, members.vocab
+        per_bucket = fit.get("context_frequency")
+        self.weights = np.array(per_bucket if per_bucket else [fit["em"]], np.float64)  # (buckets or 1, members)
+        if members.ngrams:
+            self.ngram = members.ngrams[0]  # the buckets read its context counts, as the fit's did
+            self._totals = self.ngram.context_totals()
+        orders = [n.order for n in members.networks] + [n.order for n in members.ngrams]
+        self.order = max(orders)
+
+    def _ensemble_distribution(self, contexts: list[tuple[int, ...]]) -> np.ndarray:
+        """Σ_i λ_i(C) P_i(· | C) for each context, (rows, |V|) float64."""
+        parts = []
+        for network in self._members.networks:
+            c = network.context_size
+            rows = np.array([[self.bos_id if w == NOTHING else w for w in ctx[len(ctx) - c :]] for ctx in contexts])
+            parts.append(network.distribution(rows.reshape(len(contexts), c)))
+        for ngram in self._members.ngrams:
+            parts.append(np.stack([ngram.distribution([w for w in ctx if w != NOTHING]) for ctx in contexts]))
+        if len(self.weights) == 1:
+            lam = np.tile(self.weights, (len(contexts), 1))
+        else:
+            counts = np.array([self._context_count(ctx) for ctx in contexts], np.float64)
+            lam = self.weights[mixture_lib.frequency_buckets(counts, len(self.weights))]
+        return np.einsum("rk,krv->rv", lam, np.stack(parts))
 
     def _load_export(self, path: str) -> None:
         """A SavedModel read on its own: its vocabulary (an asset) and its `next_word` over every word."""
@@ -377,6 +421,8 @@ class LanguageModel:
 
 
 def _kind(path: str) -> str | None:
+    if os.path.isfile(path) and path.endswith(".json"):
+        return "ensemble"
     if os.path.isfile(os.path.join(path, run_dir.CONFIG)):
         return "model"
     if os.path.isfile(os.path.join(path, run_dir.NGRAM_MODEL)):

@@ -125,3 +125,32 @@ def test_a_bad_ensemble_is_one_sentence_and_writes_nothing(flags, message, runs,
     assert result.returncode == 1 and message in result.stderr, result.stderr[-2000:]
     assert len(helpers.error_lines(result.stderr)) == 1
     assert not out.exists()
+
+
+def test_language_model_serves_a_saved_ensemble_as_evaluate_scored_it(runs, tmp_path):
+    """`nplm_tf.LanguageModel(fit.json)`: each test line's log10 P equals the ensemble's per-token file."""
+    import nplm_tf
+
+    dirs, paths, _ = runs
+    per_token, fit = str(tmp_path / "ens.tsv"), str(tmp_path / "fit.json")
+    result = evaluate(
+        f"--model_dirs={dirs['a']},{dirs['b']}", f"--ngram_dir={dirs['kn3']}", f"--files={paths['test']}",
+        f"--per_token={per_token}", f"--save_ensemble={fit}",
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+    log10 = [float(line.split("\t")[2]) for line in open(per_token, encoding="utf-8")]
+    model = nplm_tf.LanguageModel(fit)
+    assert model.order == 3
+    at = 0
+    for line in open(paths["test"], encoding="utf-8"):
+        words = line.split()
+        if not words:
+            continue
+        expected = sum(log10[at : at + len(words) + 1])
+        at += len(words) + 1
+        assert model.score(line.strip()) == pytest.approx(expected, abs=1e-4)
+    assert at == len(log10)
+    with pytest.raises(Exception, match="is no ensemble's fit"):
+        bad = tmp_path / "bad.json"
+        bad.write_text("{}", encoding="utf-8")
+        nplm_tf.LanguageModel(str(bad))
