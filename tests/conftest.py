@@ -1,26 +1,26 @@
-"""The suite's order: the files that run the binaries end to end start first.
+"""Two tiers, and the suite's order, both from the tests' own code.
 
-The README's test command runs the files on two pytest-xdist workers, a file to a worker (`--dist
-loadfile`), handing out the next file as a worker frees up. xdist orders the files by their number of
-tests, which left a long file (tuning_test.py, 90 s) to start near the end while the other worker ran out
-of work. Longest first, the two workers end within a small file of each other.
+A test is `slow` when it, or a fixture it uses, runs a binary, trains, or builds a model or an n-gram from a
+corpus (`SLOW_CALLS` in their source); `pytest -m "not slow"` is the fast tier of unit tests. The README's
+test command runs every file on two pytest-xdist workers, a file to a worker (`--dist loadfile`); the files
+with the most slow tests start first, so that the two workers end within a small file of each other.
 """
 
-# The slowest files, slowest first (pytest --junitxml's times summed per file on 2026-11-27: 289, 249, 187,
-# 158, 130, 105, 95, 67, 28, 23, 19 and 12 s of the suite's 1,380 s); the other files, of 4 s or less, follow.
-SLOWEST_FIRST = (
-    "binaries_test.py",
-    "multi_worker_test.py",
-    "large_vocab_test.py",
-    "tools_test.py",
-    "export_test.py",
-    "tuning_test.py",
-    "trainer_test.py",
-    "benchmarks_test.py",
-    "ngram_test.py",
-    "generalization_test.py",
-    "reproduce_test.py",
-    "shortlist_bound_test.py",
+import inspect
+
+import pytest
+
+SLOW_CALLS = (
+    "run_binary(",
+    "subprocess.",
+    "Popen(",
+    "train_and_evaluate(",
+    "train_ngram(",
+    "import_arpa(",
+    ".fit(",
+    "run_search(",
+    "tuner.",
+    "run_table(",
 )
 
 
@@ -34,12 +34,48 @@ THIRD_PARTY_WARNINGS = (
 
 
 def pytest_configure(config):
+    config.addinivalue_line("markers", 'slow: runs a binary or trains; pytest -m "not slow" is the fast tier')
     for line in THIRD_PARTY_WARNINGS:
         config.addinivalue_line("filterwarnings", line)
     if hasattr(config.option, "loadscopereorder"):  # pytest-xdist's: sort the files by number of tests
         config.option.loadscopereorder = False
 
 
+def _source(obj) -> str:
+    try:
+        return inspect.getsource(obj)
+    except (OSError, TypeError):
+        return ""
+
+
+def is_slow(item) -> bool:
+    """Whether the test, a fixture it uses (its closure), or a function of its own module that either calls
+    (followed to the end), calls one of `SLOW_CALLS`."""
+    sources = [_source(getattr(item, "function", None))]
+    info = getattr(item, "_fixtureinfo", None)
+    for name in getattr(item, "fixturenames", ()):
+        for definition in info.name2fixturedefs.get(name, ()) if info else ():
+            sources.append(_source(definition.func))
+    module = getattr(item, "module", None)
+    local = {
+        name: obj
+        for name, obj in (vars(module).items() if module else ())
+        if inspect.isfunction(obj) and obj.__module__ == module.__name__ and not name.startswith("test_")
+    }
+    seen: set[str] = set()
+    while True:
+        called = {name for name in local if name not in seen and any(f"{name}(" in src for src in sources)}
+        if not called:
+            break
+        seen |= called
+        sources += [_source(local[name]) for name in called]
+    return any(call in source for source in sources for call in SLOW_CALLS)
+
+
 def pytest_collection_modifyitems(items):
-    rank = {name: i for i, name in enumerate(SLOWEST_FIRST)}
-    items.sort(key=lambda item: rank.get(item.path.name, len(SLOWEST_FIRST)))  # stable: a file's tests in order
+    slow_in_file: dict[str, int] = {}
+    for item in items:
+        if is_slow(item):
+            item.add_marker(pytest.mark.slow)
+            slow_in_file[item.path.name] = slow_in_file.get(item.path.name, 0) + 1
+    items.sort(key=lambda item: -slow_in_file.get(item.path.name, 0))  # stable: a file's tests in order

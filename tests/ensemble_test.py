@@ -134,8 +134,11 @@ def test_language_model_serves_a_saved_ensemble_as_evaluate_scored_it(runs, tmp_
     dirs, paths, _ = runs
     per_token, fit = str(tmp_path / "ens.tsv"), str(tmp_path / "fit.json")
     result = evaluate(
-        f"--model_dirs={dirs['a']},{dirs['b']}", f"--ngram_dir={dirs['kn3']}", f"--files={paths['test']}",
-        f"--per_token={per_token}", f"--save_ensemble={fit}",
+        f"--model_dirs={dirs['a']},{dirs['b']}",
+        f"--ngram_dir={dirs['kn3']}",
+        f"--files={paths['test']}",
+        f"--per_token={per_token}",
+        f"--save_ensemble={fit}",
     )
     assert result.returncode == 0, result.stderr[-2000:]
     log10 = [float(line.split("\t")[2]) for line in open(per_token, encoding="utf-8")]
