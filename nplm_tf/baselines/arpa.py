@@ -111,10 +111,20 @@ def attach_counts(model: kn.KneserNey, train: kn.TokenArrays) -> None:
 class _Table:
     """One order's n-grams while reading: sorted keys (context row * PARSE_BASE + word) and their fields."""
 
+    FIELDS = ("context", "word", "suffix", "prob", "backoff", "line")
+
     def __init__(self, context, word, suffix, prob, backoff, line):
         self.context, self.word, self.suffix = context, word, suffix
         self.prob, self.backoff, self.line = prob, backoff, line
         self.keys = context.astype(np.int64) * PARSE_BASE + word
+
+    def take(self, rows: np.ndarray) -> "_Table":
+        """The n-grams `rows` (indices or a mask), in that order."""
+        return _Table(*(getattr(self, name)[rows] for name in self.FIELDS))
+
+    @classmethod
+    def concat(cls, a: "_Table", b: "_Table") -> "_Table":
+        return cls(*(np.concatenate([getattr(a, name), getattr(b, name)]) for name in cls.FIELDS))
 
     def lookup(self, keys: np.ndarray) -> np.ndarray:
         if self.keys.size == 0:
@@ -375,21 +385,20 @@ class _Reader:
             size = self.vocab.bos_id + 1 + len(self.outside)
             prob = np.full(size, 10.0**MISSING_LOG10)
             backoff, line, listed = np.ones(size), np.zeros(size, np.int64), np.zeros(size, bool)
-            if np.unique(ids).size != ids.size:
-                self._fail_repeat(ids, cat["line"])
+            order = np.argsort(ids, kind="stable")
+            self._check_unique(ids[order], cat["line"][order])
             prob[ids], backoff[ids], line[ids], listed[ids] = cat["prob"], cat["backoff"], cat["line"], True
             prob[self.vocab.bos_id] = 0.0
             self.listed_unigrams = listed
             zeros = np.zeros(size, np.int32)
             self.tables.append(_Table(zeros, np.arange(size, dtype=np.int32), zeros - 1, prob, backoff, line))
             return
-        names = ("context", "word", "suffix", "prob", "backoff", "line")
         if not chunks:
             empty = [np.zeros(0, np.int32)] * 3 + [np.zeros(0)] * 2 + [np.zeros(0, np.int64)]
             self.tables.append(_Table(*empty))
             return
         fields = []
-        for name in names:
+        for name in _Table.FIELDS:
             fields.append(np.concatenate([c[name] for c in chunks]))
             for c in chunks:
                 del c[name]  # each field's chunks freed once joined
@@ -407,22 +416,19 @@ class _Reader:
             g = self.tables[j + 2].lookup(np.where(g >= 0, g * PARSE_BASE + rest[:, j], -1))
         return g
 
-    def _sorted(self, table: _Table) -> _Table:
-        order = np.argsort(table.keys, kind="stable")
-        fields = [getattr(table, name)[order] for name in ("context", "word", "suffix", "prob", "backoff", "line")]
-        sorted_table = _Table(*fields)
-        repeated = np.flatnonzero(sorted_table.keys[1:] == sorted_table.keys[:-1])
-        if repeated.size:
-            i = int(repeated[0])
-            first, second = sorted(int(x) for x in sorted_table.line[i : i + 2])
-            self.fail(f"the n-gram of line {first} is listed again.", second)
+    def _sorted(self, table: _Table, order: np.ndarray | None = None) -> _Table:
+        """`table` sorted by key (`order`: its argsort, when the caller has it), refused where a key repeats."""
+        sorted_table = table.take(np.argsort(table.keys, kind="stable") if order is None else order)
+        self._check_unique(sorted_table.keys, sorted_table.line)
         return sorted_table
 
-    def _fail_repeat(self, words: np.ndarray, lines: np.ndarray) -> None:
-        order = np.argsort(words, kind="stable")
-        i = int(np.flatnonzero(words[order][1:] == words[order][:-1])[0])
-        first, second = sorted(int(x) for x in lines[order][i : i + 2])
-        self.fail(f"the n-gram of line {first} is listed again.", second)
+    def _check_unique(self, keys: np.ndarray, lines: np.ndarray) -> None:
+        """Refuses the first n-gram listed twice (`keys` sorted, `lines` in their order)."""
+        repeated = np.flatnonzero(keys[1:] == keys[:-1])
+        if repeated.size:
+            i = int(repeated[0])
+            first, second = sorted(int(x) for x in lines[i : i + 2])
+            self.fail(f"the n-gram of line {first} is listed again.", second)
 
     # ----------------------------------------------------------- closing --
 
@@ -464,28 +470,23 @@ class _Reader:
                 np.array([r[2] for r in rows]),
                 np.array([r[3] for r in rows], np.int64),
             )
-            self._replace(k, self._concat(self.tables[k], added))
+            self._replace(k, _Table.concat(self.tables[k], added))
         if blanks:
             self.warnings.append(
                 f"{blanks} n-grams the file uses as a context or suffix but does not list were added with the "
                 "probability back-off gives them and back-off weight 1 (what the file means)"
             )
 
-    @staticmethod
-    def _concat(a: _Table, b: _Table) -> _Table:
-        names = ("context", "word", "suffix", "prob", "backoff", "line")
-        return _Table(*(np.concatenate([getattr(a, n), getattr(b, n)]) for n in names))
-
-    def _replace(self, k: int, table: _Table, keep: np.ndarray | None = None) -> None:
-        """Order k becomes `table` (rows `keep` of it), sorted; order k+1's contexts and suffixes follow."""
+    def _replace(self, k: int, table: _Table, keep: np.ndarray | None = None) -> np.ndarray:
+        """Order k becomes `table` (rows `keep` of it), sorted; order k+1's contexts and suffixes follow.
+        Returns each old row's new one (-1: dropped)."""
         if keep is not None:
-            names = ("context", "word", "suffix", "prob", "backoff", "line")
-            table = _Table(*(getattr(table, n)[keep] for n in names))
+            table = table.take(keep)
         order = np.argsort(table.keys, kind="stable")
         new_row = np.full(keep.size if keep is not None else order.size, -1, np.int64)
         kept = np.flatnonzero(keep) if keep is not None else np.arange(order.size)
         new_row[kept[order]] = np.arange(order.size)
-        self.tables[k] = self._sorted(table)
+        self.tables[k] = self._sorted(table, order)
         if k + 1 < len(self.tables):
             above = self.tables[k + 1]
             self.tables[k + 1] = _Table(
@@ -535,7 +536,7 @@ class _Reader:
                 np.ones(contexts.size),
                 np.zeros(contexts.size, np.int64),
             )
-            table = self._concat(t, added)
+            table = _Table.concat(t, added)
             new_row = self._replace(k, table, table.word <= bos)
         words = ", ".join(repr(w) for w in self.outside[:3]) + (" ..." if len(self.outside) > 3 else "")
         self.warnings.append(
