@@ -176,9 +176,9 @@ def evaluate_ensemble(corpus, split, model_dirs, ngram_dirs) -> None:
     fit = report.pop("fit")
     if PER_TOKEN.value:
         per_token.write(PER_TOKEN.value, (members.vocab.words[i] for i in ids), np.log(probs))
-    form = FORMAT.value or ("table" if tables.on_terminal() else "json")
+    form = output_form()
     if form == "json":
-        print(json.dumps({k: v for k, v in report.items()}), flush=True)
+        print(json.dumps(report), flush=True)
     else:
         rows = [[m["model"], f"{m['perplexity']:.2f}", ""] for m in report["members"]]
         rows.append(["uniform weights", f"{report['uniform']['perplexity']:.2f}", ""])
@@ -193,7 +193,7 @@ def evaluate_ensemble(corpus, split, model_dirs, ngram_dirs) -> None:
             rows.append(["weights per context frequency", f"{report['context_frequency']['perplexity']:.2f}", ""])
         print(tables.text_table(["model", "perplexity", "weights"], rows, right=[False, True, False]), flush=True)
     if SAVE_ENSEMBLE.value:
-        ensemble.save_fit(SAVE_ENSEMBLE.value, {"fit": fit})
+        ensemble.save_fit(SAVE_ENSEMBLE.value, fit)
         print(f"saved the ensemble's weights in {SAVE_ENSEMBLE.value}.", file=sys.stderr)
 
 
@@ -243,7 +243,7 @@ def main(argv, checked):
         )
         fit = report.pop("fit")
         summary["mixture"] = report
-    form = FORMAT.value or ("table" if tables.on_terminal() else "json")
+    form = output_form()
     print(json.dumps(summary) if form == "json" else summary_table(summary), flush=True)
     if NGRAM_DIR.value:
         from nplm_tf.baselines import network_mixture
@@ -278,8 +278,13 @@ def evaluate_nplm(split) -> None:
         with files.atomic_output(PER_TOKEN.value) as tmp, open(tmp, "w", encoding="utf-8") as out:
             out.writelines(per_token.line(word, value) for word, value in zip(seen, ln_p))
     summary = {"perplexity": math.exp(-float(ln_p.mean())), "tokens": int(ln_p.size), "oov_rate": unknown / ln_p.size}
-    form = FORMAT.value or ("table" if tables.on_terminal() else "json")
+    form = output_form()
     print(json.dumps(summary) if form == "json" else summary_table(summary), flush=True)
+
+
+def output_form() -> str:
+    """--format, or its default: a table on a terminal, JSON when piped."""
+    return FORMAT.value or ("table" if tables.on_terminal() else "json")
 
 
 def summary_table(summary: dict) -> str:

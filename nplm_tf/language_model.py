@@ -295,9 +295,7 @@ class LanguageModel:
             return [(row, None) for row in self._ensemble_distribution(contexts)]
         p = None
         if self.network is not None:
-            c = self.network.context_size
-            rows = np.array([[self.bos_id if w == NOTHING else w for w in ctx[len(ctx) - c :]] for ctx in contexts])
-            rows = rows.reshape(len(contexts), c)
+            rows = self._network_rows(self.network, contexts)
             if self.network.head == "softmax" and self.ngram is None:
                 y = self.network.logits(self.network.hidden(rows))  # (rows, |V|) float32
                 top = y.max(axis=1, keepdims=True)
@@ -309,7 +307,7 @@ class LanguageModel:
         elif self._export is not None:
             p = self._export_distribution(contexts)
         if self.ngram is not None:
-            p_ng = np.stack([self.ngram.distribution([w for w in ctx if w != NOTHING]) for ctx in contexts])
+            p_ng = self._ngram_distribution(self.ngram, contexts)
             if p is None:
                 p = p_ng
             else:
@@ -317,6 +315,17 @@ class LanguageModel:
                 lam = self.weights[mixture_lib.frequency_buckets(counts, len(self.weights))][:, None]
                 p = lam * p + (1 - lam) * p_ng
         return [(p[k], None) for k in range(len(contexts))]
+
+    def _network_rows(self, network, contexts: list[tuple[int, ...]]) -> np.ndarray:
+        """The network's last n − 1 words of each state's context, `<s>`-padded, (rows, n − 1)."""
+        c = network.context_size
+        rows = np.array([[self.bos_id if w == NOTHING else w for w in ctx[len(ctx) - c :]] for ctx in contexts])
+        return rows.reshape(len(contexts), c)
+
+    @staticmethod
+    def _ngram_distribution(ngram, contexts: list[tuple[int, ...]]) -> np.ndarray:
+        """P(· | context) of each state under an n-gram, (rows, |V|) float64."""
+        return np.stack([ngram.distribution([w for w in ctx if w != NOTHING]) for ctx in contexts])
 
     def _context_count(self, context: tuple[int, ...]) -> float:
         """The train count of the n-gram's full context (as `KneserNey.context_counts` files a token under):
@@ -374,13 +383,8 @@ class LanguageModel:
 
     def _ensemble_distribution(self, contexts: list[tuple[int, ...]]) -> np.ndarray:
         """Σ_i λ_i(C) P_i(· | C) for each context, (rows, |V|) float64."""
-        parts = []
-        for network in self._members.networks:
-            c = network.context_size
-            rows = np.array([[self.bos_id if w == NOTHING else w for w in ctx[len(ctx) - c :]] for ctx in contexts])
-            parts.append(network.distribution(rows.reshape(len(contexts), c)))
-        for ngram in self._members.ngrams:
-            parts.append(np.stack([ngram.distribution([w for w in ctx if w != NOTHING]) for ctx in contexts]))
+        parts = [network.distribution(self._network_rows(network, contexts)) for network in self._members.networks]
+        parts += [self._ngram_distribution(ngram, contexts) for ngram in self._members.ngrams]
         if len(self.weights) == 1:
             lam = np.tile(self.weights, (len(contexts), 1))
         else:

@@ -60,13 +60,6 @@ PLOT_FORMATS = (".png", ".pdf", ".svg")
 COLUMNS = ("run", "corpus", "settings", "status", "epochs", "best", "valid", "test", "|V|", "training s", "tokens/s")
 
 
-def model_dirs(patterns: str) -> tuple[list[str], list[str]]:
-    """(model directories, other directories) the comma-separated globs match (`run_dir.match_model_dirs`)."""
-    from nplm_tf.run_dir import match_model_dirs
-
-    return match_model_dirs(patterns)
-
-
 def settings(config) -> str:
     """The fields of `config` that differ from the defaults, as `train` flags."""
     from nplm_tf.config import Config
@@ -228,7 +221,9 @@ def plot(rows: list[dict], path: str) -> int:
 def check_dirs(patterns: str) -> tuple[list[dict], list[str]]:
     """(a row per model directory the globs match, the other directories they match); a damaged file is one
     sentence naming it."""
-    runs, others = model_dirs(patterns)
+    from nplm_tf.run_dir import match_model_dirs
+
+    runs, others = match_model_dirs(patterns)
     return [summary(path) for path in runs], others
 
 

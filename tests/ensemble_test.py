@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from nplm_tf.baselines import build as ngram_lib
+from nplm_tf.baselines import mixture
 from nplm_tf.tools import ensemble
 from nplm_tf.training import trainer
 from pipelines import corpus as corpus_lib
@@ -18,14 +19,14 @@ from tests import helpers
 def test_em_weights_sum_to_one_and_never_lower_the_likelihood():
     rng = np.random.default_rng(0)
     probs = rng.uniform(0.01, 1, size=(3, 500)) * np.array([[1.0], [0.5], [0.2]])
-    weights, trace = ensemble.em_weights(probs)
+    weights, trace = mixture.em_weights(probs)
     assert weights.sum() == pytest.approx(1.0) and (weights > 0).all()
     assert all(b >= a - 1e-12 for a, b in zip(trace, trace[1:]))
     assert weights[0] > weights[1] > weights[2]  # the best model takes the most weight
-    same, _ = ensemble.em_weights(np.stack([probs[0], probs[0]]))
+    same, _ = mixture.em_weights(np.stack([probs[0], probs[0]]))
     np.testing.assert_allclose(same @ np.stack([probs[0], probs[0]]), probs[0], rtol=1e-12)
     buckets = np.arange(500) % 3
-    per_bucket = ensemble.bucket_weights(probs, buckets, num_buckets=4)
+    per_bucket = mixture.bucket_em_weights(probs, buckets, num_buckets=4)
     np.testing.assert_allclose(per_bucket.sum(axis=1), 1.0)
     np.testing.assert_allclose(per_bucket[3], weights)  # a bucket without tokens takes the global weights
 
@@ -44,9 +45,8 @@ def runs(tmp_path_factory):
     return dirs, paths, corpus
 
 
-def evaluate(*args, tmp_path=None):
-    result = helpers.run_binary("nplm_tf.evaluate", "--format=json", *args)
-    return result
+def evaluate(*args):
+    return helpers.run_binary("nplm_tf.evaluate", "--format=json", *args)
 
 
 def test_an_ensemble_of_one_network_is_that_network(runs):

@@ -29,14 +29,19 @@ from pipelines import vocabulary as vocab_lib
 MODELS = {cls.__name__: cls for cls in (kn.KneserNey, interpolated.InterpolatedTrigram)}
 
 
-def token_arrays(split: corpus_lib.Split, vocab: vocab_lib.Vocabulary) -> kn.TokenArrays:
+def id_lines(split: corpus_lib.Split, vocab: vocab_lib.Vocabulary) -> list[list[int]]:
     """The split's lines as ids, in the same order as the window pipeline (blank lines skipped)."""
     lines = []
     for line in split.iter_lines():
         tokens = corpus_lib.tokenize(line)
         if tokens:
             lines.append(vocab.ids(tokens))
-    return kn.TokenArrays.from_lines(lines, vocab.bos_id, vocab.eos_id)
+    return lines
+
+
+def token_arrays(split: corpus_lib.Split, vocab: vocab_lib.Vocabulary) -> kn.TokenArrays:
+    """`id_lines` as flat `TokenArrays`."""
+    return kn.TokenArrays.from_lines(id_lines(split, vocab), vocab.bos_id, vocab.eos_id)
 
 
 def write_per_token(path: str, vocab: vocab_lib.Vocabulary, data: kn.TokenArrays, probs: np.ndarray) -> None:
@@ -145,32 +150,49 @@ def train_ngram(
             before = kept()
             model.prune(prune)
             _progress(f"pruned to {kept():,} of {before:,} n-grams of orders 2-{order}")
-    run.save_vocab(vocab)  # makes output_dir, once the model is built: a refused build writes nothing
-    if smoothing == "kneser_ney" and arpa:
-        _progress(f"writing {run.arpa}")
-        arpa_lib.write_arpa(model, vocab, run.arpa)
-    for warning in warnings:
-        print(f"warning: {warning}", flush=True)
-    save(model, output_dir)
-    _progress("scoring train, valid and test")
-    probs = {name: model.token_probabilities(arrays[name]) for name in corpus_lib.SPLITS}
     metrics = {
         "model": "modified_kneser_ney" if smoothing == "kneser_ney" else "interpolated_trigram",
-        "order": order,
-        "corpus": corpus.name,
-        "vocab_size": vocab.size,
         "min_count": min_count,
         "max_vocab": max_vocab,
-        "tokens": {name: int(p.size) for name, p in probs.items()},
-        "warnings": warnings,
-        **{f"{name}_perplexity": perplexity(p) for name, p in probs.items()},
     }
     if smoothing == "kneser_ney":
         metrics["discounts"] = {str(k): list(model.orders[k].discounts) for k in range(1, order + 1)}
         metrics["prune"] = list(model.prune_thresholds)
-        metrics["ngrams"] = {str(k): int(model.orders[k].keys.size) for k in range(1, order + 1)}
+        metrics["ngrams"] = ngram_counts(model)
     else:
         metrics["lambdas"] = model.lambdas.tolist()
+    arpa = smoothing == "kneser_ney" and arpa
+    return _write_directory(run, model, vocab, arrays, corpus, warnings, metrics, arpa, per_token)
+
+
+def ngram_counts(model) -> dict[str, int]:
+    """The n-grams a Kneser-Ney model holds, per order."""
+    return {str(k): int(model.orders[k].keys.size) for k in range(1, model.order + 1)}
+
+
+def _write_directory(run, model, vocab, arrays, corpus, warnings, metrics: dict, arpa: bool, per_token) -> dict:
+    """What `train_ngram` and `import_arpa` write once the model is in hand, in this order (a refused build
+    writes nothing): vocab.tsv (which makes the directory), model.arpa when `arpa`, the warnings, ngram.npz,
+    then every split scored, the test split's `per_token` file and metrics.json: the caller's `metrics` with
+    the splits' figures."""
+    run.save_vocab(vocab)
+    if arpa:
+        _progress(f"writing {run.arpa}")
+        arpa_lib.write_arpa(model, vocab, run.arpa)
+    for warning in warnings:
+        print(f"warning: {warning}", flush=True)
+    save(model, run.path)
+    _progress("scoring train, valid and test")
+    probs = {name: model.token_probabilities(arrays[name]) for name in corpus_lib.SPLITS}
+    metrics = {
+        **metrics,
+        "order": model.order,
+        "corpus": corpus.name,
+        "vocab_size": vocab.size,
+        "tokens": {name: int(p.size) for name, p in probs.items()},
+        "warnings": warnings,
+        **{f"{name}_perplexity": perplexity(p) for name, p in probs.items()},
+    }
     if per_token:
         write_per_token(per_token, vocab, arrays["test"], probs["test"])
     run.write_metrics(metrics)
@@ -199,29 +221,11 @@ def import_arpa(
     model, warnings = arpa_lib.read_arpa(path, vocab, unk_token)
     arrays = {name: token_arrays(corpus[name], vocab) for name in corpus_lib.SPLITS}
     arpa_lib.attach_counts(model, arrays["train"])
-    run.save_vocab(vocab)
-    if arpa:
-        _progress(f"writing {run.arpa}")
-        arpa_lib.write_arpa(model, vocab, run.arpa)
-    for warning in warnings:
-        print(f"warning: {warning}", flush=True)
-    save(model, output_dir)
-    _progress("scoring train, valid and test")
-    probs = {name: model.token_probabilities(arrays[name]) for name in corpus_lib.SPLITS}
     metrics = {
         "model": "arpa",
         "arpa": os.path.abspath(path),
-        "order": model.order,
-        "corpus": corpus.name,
-        "vocab_size": vocab.size,
         "min_count": min_count,
         "max_vocab": max_vocab,
-        "tokens": {name: int(p.size) for name, p in probs.items()},
-        "warnings": warnings,
-        **{f"{name}_perplexity": perplexity(p) for name, p in probs.items()},
-        "ngrams": {str(k): int(model.orders[k].keys.size) for k in range(1, model.order + 1)},
+        "ngrams": ngram_counts(model),
     }
-    if per_token:
-        write_per_token(per_token, vocab, arrays["test"], probs["test"])
-    run.write_metrics(metrics)
-    return metrics
+    return _write_directory(run, model, vocab, arrays, corpus, warnings, metrics, arpa, per_token)

@@ -36,12 +36,34 @@ def frequency_buckets(context_counts: np.ndarray, num_buckets: int = 8) -> np.nd
 
 def bucket_weights(p_a: np.ndarray, p_b: np.ndarray, buckets: np.ndarray, num_buckets: int) -> np.ndarray:
     """One EM λ per bucket; a bucket without validation tokens gets the global λ."""
-    overall, _ = em_weight(p_a, p_b)
-    weights = np.full(num_buckets, overall)
+    return _per_bucket(lambda mask: em_weight(p_a[mask], p_b[mask])[0], buckets, num_buckets)
+
+
+def em_weights(probs: np.ndarray, iterations: int = EM_ITERATIONS) -> tuple[np.ndarray, list[float]]:
+    """The k weights maximizing Σ_t ln Σ_i λ_i p_i(t) (probs: (k, T)), by EM from uniform weights: an ensemble's
+    (`tools.ensemble`); also each iteration's mean log-likelihood (never lower than the one before)."""
+    k = probs.shape[0]
+    weights, trace = np.full(k, 1.0 / k), []
+    for _ in range(iterations):
+        mixed = weights @ probs
+        trace.append(float(np.log(mixed).mean()))
+        weights = (weights[:, None] * probs / mixed).mean(axis=1)  # posteriors, then their mean
+    return weights, trace
+
+
+def bucket_em_weights(probs: np.ndarray, buckets: np.ndarray, num_buckets: int) -> np.ndarray:
+    """`em_weights` per bucket, (num_buckets, k); a bucket without validation tokens gets the global weights."""
+    return _per_bucket(lambda mask: em_weights(probs[:, mask])[0], buckets, num_buckets)
+
+
+def _per_bucket(fit, buckets: np.ndarray, num_buckets: int) -> np.ndarray:
+    """`fit(mask)` for each bucket's tokens, stacked; `fit` of every token where a bucket has none."""
+    overall = np.asarray(fit(np.ones(buckets.shape, bool)), np.float64)
+    weights = np.tile(overall, (num_buckets,) + (1,) * overall.ndim)
     for b in range(num_buckets):
         mask = buckets == b
         if mask.any():
-            weights[b], _ = em_weight(p_a[mask], p_b[mask])
+            weights[b] = fit(mask)
     return weights
 
 

@@ -25,31 +25,7 @@ from pipelines import files
 from pipelines import vocabulary as vocab_lib
 from pipelines.errors import UserError
 
-EM_ITERATIONS = 100
 NUM_BUCKETS = network_mixture.NUM_BUCKETS
-
-
-def em_weights(probs: np.ndarray, iterations: int = EM_ITERATIONS) -> tuple[np.ndarray, list[float]]:
-    """The weights maximizing Σ_t ln Σ_i λ_i p_i(t) (probs: (k, T)), by EM from uniform weights; also each
-    iteration's mean log-likelihood (never lower than the one before)."""
-    k = probs.shape[0]
-    weights, trace = np.full(k, 1.0 / k), []
-    for _ in range(iterations):
-        mixed = weights @ probs
-        trace.append(float(np.log(mixed).mean()))
-        weights = (weights[:, None] * probs / mixed).mean(axis=1)  # posteriors, then their mean
-    return weights, trace
-
-
-def bucket_weights(probs: np.ndarray, buckets: np.ndarray, num_buckets: int = NUM_BUCKETS) -> np.ndarray:
-    """One EM fit per bucket, (num_buckets, k); a bucket without valid tokens takes the global weights."""
-    overall, _ = em_weights(probs)
-    weights = np.tile(overall, (num_buckets, 1))
-    for b in range(num_buckets):
-        mask = buckets == b
-        if mask.any():
-            weights[b], _ = em_weights(probs[:, mask])
-    return weights
 
 
 @dataclasses.dataclass
@@ -96,7 +72,7 @@ class Members:
     def score(self, split: corpus_lib.Split) -> tuple[np.ndarray, np.ndarray | None, list[int]]:
         """P of every predicted token of `split` under each member, (k, T) in the members' order; each token's
         context-frequency bucket (the first n-gram's counts; None without one); the tokens' ids."""
-        lines = [self.vocab.ids(tokens) for tokens in map(corpus_lib.tokenize, split.iter_lines()) if tokens]
+        lines = ngram_lib.id_lines(split, self.vocab)
         rows = [np.exp(network.line_log_probs(lines)) for network in self.networks]
         arrays = TokenArrays.from_lines(lines, self.vocab.bos_id, self.vocab.eos_id)
         rows += [ngram.token_probabilities(arrays) for ngram in self.ngrams]
@@ -106,38 +82,38 @@ class Members:
         return np.stack(rows), buckets, arrays.tokens[arrays.predicted].tolist()
 
 
-def perplexity(p: np.ndarray) -> float:
-    return float(np.exp(-np.log(p).mean()))
-
-
 def fit_and_score(members: Members, valid: corpus_lib.Split, split: corpus_lib.Split) -> tuple[dict, np.ndarray, list]:
     """Fits the weights on `valid` and scores `split`: the report, the ensemble's P per token of `split` (the
     context-frequency weights where there is an n-gram, else the global EM weights), and the tokens' ids."""
     valid_probs, valid_buckets, _ = members.score(valid)
     probs, buckets, ids = members.score(split)
     k = probs.shape[0]
-    weights, trace = em_weights(valid_probs)
+    weights, trace = mixture.em_weights(valid_probs)
     report = {
         "members": [
-            {"model": name, "kind": "network" if i < len(members.model_dirs) else "ngram", "perplexity": perplexity(p)}
+            {
+                "model": name,
+                "kind": "network" if i < len(members.model_dirs) else "ngram",
+                "perplexity": ngram_lib.perplexity(p),
+            }
             for i, (name, p) in enumerate(zip(members.names, probs))
         ],
-        "uniform": {"weights": [1.0 / k] * k, "perplexity": perplexity(probs.mean(axis=0))},
+        "uniform": {"weights": [1.0 / k] * k, "perplexity": ngram_lib.perplexity(probs.mean(axis=0))},
         "em": {
             "weights": weights.tolist(),
-            "perplexity": perplexity(weights @ probs),
+            "perplexity": ngram_lib.perplexity(weights @ probs),
             "valid_log_likelihood": trace[-1],
         },
         "tokens": int(probs.shape[1]),
     }
     best = weights @ probs
     if buckets is not None:
-        per_bucket = bucket_weights(valid_probs, valid_buckets)
+        per_bucket = mixture.bucket_em_weights(valid_probs, valid_buckets, NUM_BUCKETS)
         best = np.einsum("tk,kt->t", per_bucket[buckets], probs)
         report["context_frequency"] = {
             "buckets": "0: unseen context; b >= 1: train count in [2^(b-1), 2^b) (the first n-gram's)",
             "weights": per_bucket.tolist(),
-            "perplexity": perplexity(best),
+            "perplexity": ngram_lib.perplexity(best),
         }
     report["fit"] = {
         "model_dirs": [os.path.abspath(d) for d in members.model_dirs],
@@ -148,6 +124,7 @@ def fit_and_score(members: Members, valid: corpus_lib.Split, split: corpus_lib.S
     return report, best, ids
 
 
-def save_fit(path: str, report: dict) -> None:
-    """The fitted weights and their members as JSON at `path` (written atomically)."""
-    files.write_json(path, report["fit"])
+def save_fit(path: str, fit: dict) -> None:
+    """A `fit_and_score` report's "fit" (the members and their weights) as JSON at `path`, written atomically:
+    what `LanguageModel` reads."""
+    files.write_json(path, fit)
