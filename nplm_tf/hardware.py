@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import os
 
 
@@ -45,6 +46,7 @@ def has_gpu(driver: str = "/proc/driver/nvidia/gpus") -> bool:
         return False
 
 
+@functools.lru_cache(maxsize=None)  # the machine does not change within a process; every Config("auto") asks
 def fast_precision(cpuinfo: str = "/proc/cpuinfo", gpu: bool | None = None) -> tuple[str, str]:
     """The faster of float32 and mixed_bfloat16 on this machine (what `--precision=auto` picks), and why.
 
