@@ -3,7 +3,7 @@
     NLTK_DATA=../shared/nltk_data python -m benchmarks.shortlist_bound --model_dir=runs/mlp9 \
         [--shortlists=2000,4000,8000] [--tail_bins=1,8,64] [--ngram_dir=runs/kn4 | --tail_ngram_order=4]
 
-A short list replaces part of the network's distribution with its tail n-gram (`nplm_tf.network.shortlist`).
+A short list replaces part of the network's distribution with its tail n-gram (`nplm_tf.network.heads`).
 This keeps a trained full-softmax network's own probabilities P_nn and replaces only that part, exactly as
 each tail mode does, so it shows what N costs before a short list is trained (a short list that learned its
 list as well as this network would score the same):
@@ -80,7 +80,7 @@ def tail_bins(unigram, list_size: int, count: int):
 
 
 def bound_log_probs(model, ngram, dataset, list_sizes: list[int], bins: list[int], progress=None) -> dict:
-    """ln P(target | context) of every window of `dataset` (context most recent first), float64 arrays: `full`,
+    """ln P(target | context) of every window of `dataset` (contexts oldest first), float64 arrays: `full`,
     the network's; `ngram`, the n-gram's; `class_N_B` and `backoff_N`, the short lists' formulas above with the
     network's probabilities in place of a short list's; and `target`."""
     import numpy as np
@@ -99,7 +99,7 @@ def bound_log_probs(model, ngram, dataset, list_sizes: list[int], bins: list[int
     def step(context, target):
         target = tf.cast(target, tf.int64)
         p_nn = tf.nn.softmax(tf.cast(model(context, training=False), tf.float64))
-        p_ng = served.distribution(tf.reverse(tf.cast(context, tf.int64), axis=[1]))  # the n-gram reads oldest first
+        p_ng = served.distribution(tf.cast(context, tf.int64))
         ln_nn, ln_ng = tf.math.log(at(p_nn, target)), tf.math.log(at(p_ng, target))
         out = {"full": ln_nn, "ngram": ln_ng}
         for n in list_sizes:

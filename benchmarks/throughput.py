@@ -101,10 +101,9 @@ def main(argv, checked):
     import statistics
 
     import keras
-    import numpy as np
 
+    from nplm_tf.network import heads
     from nplm_tf.network import model as model_lib
-    from nplm_tf.network import objectives
     from nplm_tf.training import trainer
 
     config, corpus, data = checked
@@ -114,16 +113,13 @@ def main(argv, checked):
         model,
         config,
         steps_per_execution=trainer.STEPS_PER_EXECUTION,
-        objective=objectives.make_objective(config, data.vocab.counts),
+        objective=heads.objective(config, model.head, data.vocab.counts),
     )
     model.fit(ds, steps_per_epoch=WARMUP.value, epochs=1, verbose=0)
     n1m, h, v = config.context_size * config.feature_dim, config.hidden_dim, data.vocab.size
     # The output layer's width per token: |V|, a short list's N (+ 1) (the network tail's: N + 1, and its tail
     # words for the train tokens in the tail), or a sampled loss's targets and noise.
-    width = config.output_size(v) if config.loss == "softmax" else config.num_sampled + 1
-    if config.network_tail:
-        counts = np.asarray(data.vocab.counts, np.float64)
-        width = config.shortlist + 1 + counts[config.shortlist :].sum() / counts.sum() * (v - config.shortlist)
+    width = model.head.trained_width(data.vocab.counts) if config.loss == "softmax" else config.num_sampled + 1
     flops_per_token = 6 * (h * width + n1m * h + (n1m * width if config.direct else 0))
     rates, wall_rates, denses, ratios, steals = [], [], [], [], []
     for _ in range(REPEATS.value):

@@ -17,7 +17,8 @@ from pipelines.errors import UserError
 
 OPTIMIZERS = ("sgd", "adam")
 PRECISIONS = ("float32", "mixed_bfloat16")
-TAILS = ("class", "backoff", "network")
+TAILS = ("class", "backoff", "network")  # the short list's heads (`network.heads`)
+NGRAM_TAILS = ("class", "backoff")  # those whose tail a Kneser-Ney n-gram scores
 LOSSES = ("softmax", "sampled_softmax", "nce")
 DEFAULT_TAIL_ORDER = 4
 # Training steps per tf.function call (`training.trainer`): amortizes Keras's per-step Python cost on one
@@ -128,10 +129,10 @@ class Config:
             "needs shortlist > 0",
         )
         _check(
-            self.tail != "network" or self.tail_ngram_order == 0,
+            self.tail in NGRAM_TAILS or self.tail_ngram_order == 0,
             "tail_ngram_order",
             self.tail_ngram_order,
-            "needs an n-gram tail (tail='class' or 'backoff'); tail='network' has none",
+            f"needs an n-gram tail (tail in {NGRAM_TAILS}); tail={self.tail!r} has none",
         )
         _check(
             self.tail_ngram_order == 0 or 2 <= self.tail_ngram_order <= self.order,
@@ -143,7 +144,7 @@ class Config:
             not self.tail_ngram_prune or self.ngram_tail,
             "tail_ngram_prune",
             self.tail_ngram_prune,
-            "needs a short list with an n-gram tail (shortlist > 0, tail='class' or 'backoff')",
+            f"needs a short list with an n-gram tail (shortlist > 0, tail in {NGRAM_TAILS})",
         )
         _tail_prune(self.tail_ngram_prune, self.tail_order)  # a bad threshold is refused before any data is read
         _check(self.loss in LOSSES, "loss", self.loss, f"must be one of {LOSSES}")
@@ -178,27 +179,9 @@ class Config:
         return _tail_prune(self.tail_ngram_prune, self.tail_order)
 
     @property
-    def network_tail(self) -> bool:
-        """Whether the network's own second softmax scores the short list's tail."""
-        return bool(self.shortlist) and self.tail == "network"
-
-    @property
     def ngram_tail(self) -> bool:
-        """Whether a Kneser-Ney n-gram scores the short list's tail (class and back-off tails)."""
-        return bool(self.shortlist) and not self.network_tail
-
-    def output_size(self, vocab_size: int) -> int:
-        """The network's output width: |V| (full softmax), N + 1 (class tail: the last "in the tail"), N
-        (back-off), or |V| + 1 (network tail: the list, "in the tail", then the tail's words)."""
-        if not self.shortlist:
-            return vocab_size
-        return {"class": self.shortlist + 1, "backoff": self.shortlist, "network": vocab_size + 1}[self.tail]
-
-    @property
-    def output_rows(self) -> bool:
-        """Output weights stored one row per output: training reads only some rows (sampled losses, the
-        network tail's words)."""
-        return self.loss != "softmax" or self.network_tail
+        """Whether a Kneser-Ney n-gram scores the short list's tail."""
+        return bool(self.shortlist) and self.tail in NGRAM_TAILS
 
     def check_vocab_size(self, vocab_size: int) -> None:
         """The settings that depend on |V|, checked once the vocabulary is known."""

@@ -296,12 +296,9 @@ class LanguageModel:
         p = None
         if self.network is not None:
             rows = self._network_rows(self.network, contexts)
-            if self.network.head == "softmax" and self.ngram is None:
-                y = self.network.logits(self.network.hidden(rows))  # (rows, |V|) float32
-                top = y.max(axis=1, keepdims=True)
-                e = np.subtract(y, top, dtype=np.float32)
-                np.exp(e, out=e)
-                offsets = np.log(e.sum(axis=1, dtype=np.float64)) + top[:, 0]
+            unnormalized = self.network.unnormalized(rows) if self.ngram is None else None
+            if unnormalized is not None:  # the full softmax: keep y (float32) and ln Z, not P
+                y, offsets = unnormalized
                 return [(y[k], float(offsets[k])) for k in range(len(contexts))]
             p = self.network.distribution(rows)
         elif self._export is not None:

@@ -12,6 +12,7 @@ import json
 
 from absl import flags
 
+from nplm_tf import config as config_lib
 from nplm_tf.config import Config, ConfigError
 from nplm_tf.training import strategies
 from pipelines import app, corpus_flags
@@ -94,10 +95,10 @@ flags.DEFINE_integer(
 flags.DEFINE_enum(
     "tail",
     _D.tail,
-    ["class", "backoff", "network"],
+    list(config_lib.TAILS),
     "With --shortlist: 'class' (N + 1 outputs, the last 'in the tail'; "
-    "Goodfellow et al. eq. 12.10), 'backoff' (N outputs scaled by the n-gram's list mass; Schwenk 2007), or "
-    "'network' (the class tail's words scored by a second softmax of the network instead of an n-gram; in "
+    "Goodfellow et al. eq. 12.10), 'backoff' (N outputs scaled by the n-gram's list mass; Schwenk 2007), "
+    "or 'network' (the class tail's words scored by a second softmax of the network instead of an n-gram; in "
     "training it is computed only for the targets in the tail).",
 )
 flags.DEFINE_integer(
@@ -139,7 +140,10 @@ def config_from_flags() -> Config:
         if FLAGS[name].present and not config.shortlist:
             raise ConfigError(f"--{name} needs --shortlist=N > 0 (it configures the short list's tail).")
     if FLAGS["ngram_dir"].present and config.shortlist and not config.ngram_tail:
-        raise ConfigError("--ngram_dir needs an n-gram tail (--tail=class or backoff); --tail=network has none.")
+        raise ConfigError(
+            f"--ngram_dir needs an n-gram tail (--tail={' or '.join(config_lib.NGRAM_TAILS)}); "
+            f"--tail={config.tail} has none."
+        )
     if FLAGS["num_sampled"].present and config.loss == "softmax":
         raise ConfigError("--num_sampled needs --loss=sampled_softmax or --loss=nce.")
     return config

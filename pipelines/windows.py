@@ -2,8 +2,9 @@
 
 Each line becomes `<s>`*(n-1) + ids + `</s>`; a sliding window of width n over
 it gives one (context, target) pair per predicted token, so windows never cross
-a line. The context is ordered as in the paper's x = (C(w_{t-1}), ...,
-C(w_{t-n+1})): most recent word first. Nothing here holds the corpus's
+a line. The context is in the text's order, oldest word first, as everywhere
+in the project (the n-grams, the network, the serving graph); the network reads
+it into the paper's x = (C(w_{t-1}), ..., C(w_{t-n+1})) itself. Nothing here holds the corpus's
 windows in Python memory; the shuffle buffer bounds what tf.data keeps.
 """
 
@@ -70,9 +71,8 @@ def _nonblank(lines: tf.Tensor) -> tf.Tensor:
 
 
 def split_window(windows: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
-    """(batch, n) windows to contexts (batch, n-1), most recent first, and targets (batch,)."""
-    context = tf.reverse(windows[:, :-1], axis=[1])  # (batch, n-1)
-    return tf.cast(context, tf.int32), tf.cast(windows[:, -1], tf.int32)
+    """(batch, n) windows to contexts (batch, n-1), oldest first, and targets (batch,)."""
+    return tf.cast(windows[:, :-1], tf.int32), tf.cast(windows[:, -1], tf.int32)
 
 
 # tf.data's autotuning runs a background model thread per iterator, and

@@ -219,7 +219,7 @@ def test_a_short_list_tail_read_from_arpa_has_the_recursive_list_mass_and_sums_t
     P over the whole vocabulary sums to one (class and back-off tails)."""
     import tensorflow as tf
 
-    from nplm_tf.network.shortlist import ShortListTail
+    from nplm_tf.network import heads
 
     size, rng = 30, np.random.default_rng(0)
     lines = [rng.integers(0, size, size=rng.integers(1, 15)).tolist() for _ in range(200)]
@@ -233,10 +233,12 @@ def test_a_short_list_tail_read_from_arpa_has_the_recursive_list_mass_and_sums_t
     contexts[:6, :3] = size  # line starts: <s> padding
     rows, targets = np.repeat(np.arange(40), size), np.tile(np.arange(size), 40)
     for kind in ("class", "backoff"):
-        tail = ShortListTail(model, 12, kind)
+        tail = heads.named(kind, 12, model.vocab_size, model)
         brute = [model.distribution(list(c))[:12].sum() for c in contexts]
-        np.testing.assert_allclose(tail.list_mass(tf.constant(contexts)).numpy(), brute, rtol=0, atol=1e-12)
-        logits = tf.random.stateless_normal([40, 13 if kind == "class" else 12], seed=[1, 2]) * 3
+        np.testing.assert_allclose(
+            tail.graph_state().list_mass(tf.constant(contexts)).numpy(), brute, rtol=0, atol=1e-12
+        )
+        logits = tf.random.stateless_normal([40, tail.output_size()], seed=[1, 2]) * 3
         ln_p = tail.log_prob(tf.gather(logits, rows), tf.constant(contexts[rows]), tf.constant(targets))
         np.testing.assert_allclose(np.exp(ln_p.numpy()).reshape(40, size).sum(axis=1), 1.0, atol=1e-5)
 

@@ -155,7 +155,7 @@ def test_next_word_is_the_keras_models_argmax(run, served):
     out = served.signatures["next_word"](text=tf.constant(lines), k=tf.constant(3))
     for line, ids, probs in zip(lines, out["ids"].numpy(), out["probabilities"].numpy()):
         history = [vocab.bos_id] * config.context_size + vocab.ids(line.split())
-        context = np.array([history[::-1][: config.context_size]], np.int32)  # most recent first
+        context = np.array([history[-config.context_size :]], np.int32)  # oldest first
         p = tf.nn.softmax(model(context)).numpy()[0]
         assert ids[0] == p.argmax()
         np.testing.assert_allclose(probs, np.sort(p)[::-1][:3], rtol=1e-5)

@@ -65,7 +65,7 @@ def test_unseen_4gram_gets_probability_through_similar_features(tmp_path):
     assert sim_dog > sim_furniture
 
     def prob(context, word):
-        ids = [[index[w] for w in reversed(context.split())]]  # most recent first
+        ids = [[index[w] for w in context.split()]]  # oldest first
         return float(tf.nn.softmax(model(np.array(ids, np.int32)))[0, index[word]])
 
     p_cat = prob("the cat is", "eating")

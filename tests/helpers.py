@@ -211,9 +211,9 @@ def check_rows_in_chunks(
     assert small.row_chunk == 16
     hidden, bound = small.hidden, tf.Variable(16)  # every path to the network's outputs goes through `hidden`
 
-    def bounded(context, hidden=hidden):
+    def bounded(context, member=0, hidden=hidden):
         tf.debugging.assert_less_equal(tf.shape(context)[0], bound, "a chunk of more than its rows")
-        return hidden(context)
+        return hidden(context, member)
 
     small.hidden = bounded
     for server in (small, whole):  # eagerly and as the SavedModel's graph runs it (tensor arguments: one trace)

@@ -14,10 +14,9 @@ import tensorflow as tf
 from nplm_tf.baselines import build as ngram_lib
 from nplm_tf.baselines import kneser_ney as kn
 from nplm_tf.baselines import network_mixture
-from nplm_tf.network import loading, objectives, scoring, shortlist
+from nplm_tf.network import heads, loading, objectives, scoring
 from nplm_tf.network import model as model_lib
-from nplm_tf.network.network_tail import NetworkTail
-from nplm_tf.network.shortlist import ShortListTail
+from nplm_tf.network.heads import tail_tables
 from nplm_tf.serving import saved_model
 from nplm_tf.serving import server as server_lib
 from nplm_tf.tools import lines as lines_lib
@@ -52,9 +51,9 @@ def random_contexts(seed, count=40, width=4):
 def test_the_recursive_list_mass_equals_the_brute_force_sum(order, prune):
     model = random_ngram(order, prune=prune)
     contexts = random_contexts(order)
-    tail = ShortListTail(model, 12, "class")
+    tail = heads.named("class", 12, V, model)
     brute = [model.distribution(list(c))[:12].sum() for c in contexts.numpy()]
-    np.testing.assert_allclose(tail.list_mass(contexts).numpy(), brute, rtol=0, atol=1e-12)
+    np.testing.assert_allclose(tail.graph_state().list_mass(contexts).numpy(), brute, rtol=0, atol=1e-12)
 
 
 def all_targets_log_probs(tail, logits, contexts):
@@ -66,9 +65,9 @@ def all_targets_log_probs(tail, logits, contexts):
 
 @pytest.mark.parametrize("tail_kind,prune", [("class", ()), ("backoff", ()), ("class", (0, 1))])
 def test_probabilities_sum_to_one_over_the_whole_vocabulary(tail_kind, prune):
-    tail = ShortListTail(random_ngram(4, prune=prune), 12, tail_kind)
+    tail = heads.named(tail_kind, 12, V, random_ngram(4, prune=prune))
     contexts = random_contexts(1)
-    logits = tf.random.stateless_normal([40, 13 if tail_kind == "class" else 12], seed=[1, 2]) * 3
+    logits = tf.random.stateless_normal([40, tail.output_size()], seed=[1, 2]) * 3
     by_target = np.exp(all_targets_log_probs(tail, logits, contexts))
     np.testing.assert_allclose(by_target.sum(axis=1), 1.0, atol=1e-5)
     distribution = tail.distribution(logits, contexts).numpy()
@@ -79,25 +78,33 @@ def test_probabilities_sum_to_one_over_the_whole_vocabulary(tail_kind, prune):
 @pytest.mark.parametrize("tail_kind", ["class", "backoff"])
 def test_a_missing_tail_normalizer_is_caught(tail_kind, monkeypatch):
     """The check above fails when m(C) is left out of the formulas."""
-    tail = ShortListTail(random_ngram(4), 12, tail_kind)
-    monkeypatch.setattr(tail, "list_mass", lambda context, *_: tf.zeros([tf.shape(context)[0]], tf.float64))
-    logits = tf.random.stateless_normal([40, 13 if tail_kind == "class" else 12], seed=[1, 2]) * 3
+    tail = heads.named(tail_kind, 12, V, random_ngram(4))
+    monkeypatch.setattr(
+        tail.graph_state(), "list_mass", lambda context, *_: tf.zeros([tf.shape(context)[0]], tf.float64)
+    )
+    logits = tf.random.stateless_normal([40, tail.output_size()], seed=[1, 2]) * 3
     sums = np.exp(all_targets_log_probs(tail, logits, random_contexts(1))).sum(axis=1)
     assert np.abs(sums - 1).max() > 1e-3
 
 
 @pytest.mark.parametrize(
-    "tail_kind,list_size,prune", [("class", 6, ()), ("backoff", 6, ()), ("class", V, ()), ("class", 6, (0, 1))]
+    "tail_kind,list_size,prune",
+    [
+        ("class", 6, ()),
+        ("backoff", 6, ()),
+        ("class", V, ()),
+        ("class", 6, (0, 1)),
+    ],
 )
 def test_top_k_without_the_whole_distribution_is_the_distributions_top_k(tail_kind, list_size, prune):
     """`top_k` ranks the tail from each suffix's best successors and the tail's best unigrams, for every k up to
     |V|: a wrong pruning, valuation or deduplication shows, and so does a tie broken otherwise than by the
     lower id (the dense top-k's rule). N = |V| leaves the tail empty; a pruned n-gram keeps the same form."""
-    tail = ShortListTail(random_ngram(4, seed=3, prune=prune), list_size, tail_kind)
-    tail.rank_tail()
+    tail = heads.named(tail_kind, list_size, V, random_ngram(4, seed=3, prune=prune))
+    tail.prepare_serving()
     seen = [line[i : i + 4] for line in random_lines(3) for i in range(len(line) - 3)][:80]  # long suffixes seen
     contexts = tf.concat([random_contexts(2), tf.constant(seen, tf.int64)], axis=0)
-    outputs = list_size + 1 if tail_kind == "class" else list_size
+    outputs = tail.output_size()
     logits = tf.random.stateless_normal([120, outputs], seed=[3, 4]) * 3
     distribution = tail.distribution(logits, contexts).numpy()
     ranked = np.argsort(-distribution, axis=1, kind="stable")
@@ -111,15 +118,18 @@ def test_top_k_without_the_whole_distribution_is_the_distributions_top_k(tail_ki
 def test_id_tables_are_int32_when_their_bound_fits_and_top_k_reads_either():
     """The tail's word-id and offset tables take half the bytes when their bound fits in int32, and stay
     int64 past it; `top_k` and `sample` give the same int64 words from either type."""
-    assert shortlist.id_table(np.array([-1, 5]), 2**31 - 1).dtype == tf.int32
-    assert shortlist.id_table(np.array([-1, 5]), 2**31).dtype == tf.int64
-    narrow = ShortListTail(random_ngram(3, seed=5), 8, "class")
-    narrow.rank_tail()
-    assert narrow.head.dtype == narrow.ranked_words.dtype == narrow.starts.dtype == tf.int32
-    wide = ShortListTail(random_ngram(3, seed=5), 8, "class")
-    wide.rank_tail()
+    assert tail_tables.id_table(np.array([-1, 5]), 2**31 - 1).dtype == tf.int32
+    assert tail_tables.id_table(np.array([-1, 5]), 2**31).dtype == tf.int64
+    narrow = heads.named("class", 8, V, random_ngram(3, seed=5))
+    narrow.prepare_serving()
+    tables = narrow.graph_state()
+    assert tables.head.dtype == tables.ranked_words.dtype == tables.starts.dtype == tf.int32
+    wide = heads.named("class", 8, V, random_ngram(3, seed=5))
+    wide.prepare_serving()
     for name in ("head", "ranked_words", "starts"):
-        setattr(wide, name, tf.Variable(tf.cast(getattr(wide, name), tf.int64), trainable=False))
+        setattr(
+            wide.graph_state(), name, tf.Variable(tf.cast(getattr(wide.graph_state(), name), tf.int64), trainable=False)
+        )
     contexts = random_contexts(2)
     logits = tf.random.stateless_normal([contexts.shape[0], 9], seed=[5, 6]) * 3
     for k in (1, 5, V):
@@ -141,7 +151,7 @@ def test_the_network_tail_sums_to_one_and_ranks_and_samples_its_distribution():
     (dropping the head's tail factor, or taking the tail's softmax over the wrong outputs, fails it);
     `top_k` is the distribution's for every k, ties to the lower id (ranking the list or the tail alone, or
     one output off, fails it); `sample` draws in proportion to it, a banned word left out."""
-    tail, contexts = NetworkTail(12), random_contexts(1, count=20)
+    tail, contexts = heads.named("network", 12, V), random_contexts(1, count=20)
     logits = tf.random.stateless_normal([20, V + 1], seed=[1, 2])  # no word so rare that one draw of it fails
     by_target = np.exp(all_targets_log_probs(tail, logits, contexts))
     np.testing.assert_allclose(by_target.sum(axis=1), 1.0, atol=1e-5)
@@ -167,11 +177,11 @@ def test_the_network_tail_sums_to_one_and_ranks_and_samples_its_distribution():
 
 
 def test_the_network_tail_ranks_and_samples_computing_its_tail_only_where_needed():
-    """`top_k_of_outputs` computes the tail's outputs only for the rows where P_head(tail) reaches the k-th best
-    list word's P (elsewhere no tail word can rank), and still ranks as the distribution; `sample_of_outputs`
+    """`top_k` computes the tail's outputs only for the rows where P_head(tail) reaches the k-th best
+    list word's P (elsewhere no tail word can rank), and still ranks as the distribution; `sample`
     only for the rows that drew the tail. Computing every row, or skipping one a tail word ranks in, fails it."""
     n, rows = 12, 60
-    tail = NetworkTail(n)
+    tail = heads.named("network", n, V)
     logits = tf.random.stateless_normal([rows, V + 1], seed=[7, 8]) * 2
     logits += tf.one_hot(n, V + 1) * tf.linspace(-4.0, 4.0, rows)[:, None]  # from a rare tail to a likely one
     index = tf.cast(tf.range(rows), tf.float32)[:, None]
@@ -186,7 +196,9 @@ def test_the_network_tail_ranks_and_samples_computing_its_tail_only_where_needed
     head = tf.nn.softmax(tf.cast(logits[:, : n + 1], tf.float64)).numpy()
     for k in (1, 3, n, n + 1, V):
         computed.clear()
-        values, ids = (t.numpy() for t in tail.top_k_of_outputs([logits, index], output_logits, tf.constant(k)))
+        values, ids = (
+            t.numpy() for t in tail.top_k(heads.Outputs([logits, index], output_logits), None, tf.constant(k))
+        )
         ranked = np.argsort(-p, axis=1, kind="stable")[:, :k]
         np.testing.assert_array_equal(ids, ranked)
         np.testing.assert_allclose(values, np.take_along_axis(p, ranked, axis=1), rtol=1e-5)  # float32, |y| ≤ 12
@@ -195,7 +207,7 @@ def test_the_network_tail_ranks_and_samples_computing_its_tail_only_where_needed
         assert 0 < needed.sum() < rows or k > n  # the case is mixed: some rows skip their tail
         np.testing.assert_array_equal(computed[0], np.flatnonzero(needed))
     computed.clear()
-    drawn = tail.sample_of_outputs([logits, index], output_logits, tf.constant([1, 2])).numpy()
+    drawn = tail.sample(heads.Outputs([logits, index], output_logits), None, tf.constant([1, 2])).numpy()
     assert 0 < (drawn >= n).sum() < rows
     np.testing.assert_array_equal(computed[0], np.flatnonzero(drawn >= n))
 
@@ -211,18 +223,18 @@ def test_network_tail_training_loss_is_the_exact_negative_log_probability():
     layer.b.assign(tf.random.stateless_normal([V + 1], seed=[7, 8]))
     context = tf.constant(np.random.default_rng(4).integers(0, V + 1, size=(64, 2)), tf.int32)
     target = tf.constant(np.arange(64) % V, tf.int32)  # list and tail words alike
-    objective = objectives.make_objective(config, np.ones(V))
+    objective = heads.objective(config, model.head, np.ones(V))
     nll, regularization = objective.losses(model, context, target)
-    expected = -NetworkTail(6).log_prob(model(context), tf.reverse(context, axis=[1]), target).numpy()
+    expected = -heads.named("network", 6, V).log_prob(model(context), context, target).numpy()
     np.testing.assert_allclose(nll.numpy(), expected, rtol=1e-5)
     np.testing.assert_allclose(objective.keras_loss().call(target, model(context)).numpy(), expected, rtol=1e-5)
-    scored = scoring.nll_function(model_lib.attach_tail(model, NetworkTail(6)))(context, target)  # tail rows only
+    scored = scoring.nll_function(model)(context, target)  # tail rows only
     np.testing.assert_allclose(scored.numpy(), expected, rtol=1e-6)
     assert regularization.numpy() > 1e-3 * np.sum(np.square(layer.U.numpy())) - 1e-6  # every output row decayed
 
 
 def test_network_tail_training_gradients_are_those_of_the_exact_loss():
-    """The training step's gradients (the output rows split by a custom gradient, `objectives._split_rows`) are
+    """The training step's gradients (the output rows split by a custom gradient, `heads.ops.split_rows`) are
     those of evaluation's −ln P plus R(θ) through Keras's layer call: a dropped decay term or a tail row's
     gradient put on the wrong row fails it."""
     config = helpers.tiny_config(shortlist=6, tail="network", weight_decay=1e-2, direct=True)
@@ -231,14 +243,14 @@ def test_network_tail_training_gradients_are_those_of_the_exact_loss():
     layer.b.assign(tf.random.stateless_normal([V + 1], seed=[7, 9]))
     context = tf.constant(np.random.default_rng(5).integers(0, V + 1, size=(64, 2)), tf.int32)
     target = tf.constant(np.arange(64) % V, tf.int32)
-    objective = objectives.make_objective(config, np.ones(V))
+    objective = heads.objective(config, model.head, np.ones(V))
     with tf.GradientTape() as tape:
         nll, regularization = objective.losses(model, context, target)
         loss = tf.reduce_mean(nll) + regularization
     got = tape.gradient(loss, model.trainable_weights)
     with tf.GradientTape() as tape:
         logits = model(context, training=True)
-        log_p = NetworkTail(6).log_prob(logits, None, target)
+        log_p = heads.named("network", 6, V).log_prob(logits, None, target)
         loss = -tf.reduce_mean(tf.cast(log_p, tf.float32)) + tf.add_n(model.losses)
     expected = tape.gradient(loss, model.trainable_weights)
     for weight, a, b in zip(model.trainable_weights, got, expected, strict=True):
@@ -270,7 +282,7 @@ def test_a_class_tail_listing_every_word_is_the_full_softmax(tmp_path):
         3,
         vocab.size,
     )
-    model_lib.attach_tail(listed, ShortListTail(ngram, vocab.size, "class"))
+    listed.head = heads.named("class", vocab.size, vocab.size, ngram)
     dataset = eval_dataset(corpus["test"], vocab, full_config)
     expected = scoring.token_probabilities(full, dataset)
     np.testing.assert_allclose(scoring.token_probabilities(listed, dataset), expected, rtol=1e-6)
@@ -372,23 +384,21 @@ def test_noise_is_drawn_as_tensorflows_sampler_draws_it_and_is_keyed_by_the_step
 
 def test_the_noise_key_follows_the_step_counter_and_tells_workers_apart():
     objective = objectives.Sampled("nce", 3, [5, 4, 3, 2, 1], seed=7)
-    objective.step = step = tf.Variable(0, dtype=tf.int64)  # as multi_worker.build sets the optimizer's
+    step = tf.Variable(0, dtype=tf.int64)  # the optimizer's counter, as the training step passes it
 
-    def key():
-        return objective.noise_key(None).numpy().tolist()
+    def key(worker=0):
+        return objective.noise_key(None, step, worker).numpy().tolist()
 
     first = key()
     assert key() == first  # a function of the counter: what a resumed run reads again
     step.assign(1)
     second = key()
-    objective.worker = 1  # local SGD: each worker's model is replica 0 of its own
-    assert len({tuple(first), tuple(second), tuple(key())}) == 3
+    # local SGD: each worker's model is replica 0 of its own
+    assert len({tuple(first), tuple(second), tuple(key(worker=1))}) == 3
     step.assign(0)
-    objective.worker = 0
     assert key() == first
     other_seed = objectives.Sampled("nce", 3, [5, 4, 3, 2, 1], seed=8)
-    other_seed.step = step
-    assert other_seed.noise_key(None).numpy().tolist() != first
+    assert other_seed.noise_key(None, step).numpy().tolist() != first
 
 
 @pytest.mark.parametrize("graph", [False, True], ids=["eager", "graph"])
@@ -410,7 +420,7 @@ def test_sampled_training_lowers_the_exact_perplexity_and_scores_as_a_full_softm
 
     data = prepare_data(config, corpus)
     untrained = model_lib.build_model(config, data.vocab.size)
-    trainer.init_output_bias(untrained, data.vocab, config)
+    trainer.init_output_bias(untrained, data.vocab)
     before = scoring.score(untrained, eval_dataset(corpus["valid"], data.vocab, config)).perplexity
     metrics = trainer.train_and_evaluate(config, str(tmp_path / "m"), corpus, verbose=0, export=False)
     assert metrics["valid_perplexity"] < 0.8 * before
@@ -444,11 +454,11 @@ def test_sampling_without_the_whole_distribution_draws_from_it(tail_kind, list_s
     """`sample` draws each word with its `distribution` probability (renormalized without a banned word): the
     list from the network, the tail level by level from the n-gram's discounted parts. Weighting the levels
     without the longer suffixes' γ, or drawing from p instead of p̃, fails it (both tried)."""
-    tail = ShortListTail(random_ngram(order, seed=3, prune=prune), list_size, tail_kind)
-    tail.rank_tail()
+    tail = heads.named(tail_kind, list_size, V, random_ngram(order, seed=3, prune=prune))
+    tail.prepare_serving()
     seen = [line[i : i + 4] for line in random_lines(3) for i in range(len(line) - 3)][:10]  # long suffixes seen
     contexts = tf.concat([random_contexts(2, count=10), tf.constant(seen, tf.int64)], axis=0)
-    outputs = list_size + 1 if tail_kind == "class" else list_size
+    outputs = tail.output_size()
     logits = tf.random.stateless_normal([20, outputs], seed=[3, 4]) * 2
     distribution = tail.distribution(logits, contexts).numpy()
     draws = 10_000

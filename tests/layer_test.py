@@ -27,7 +27,7 @@ def make_layer(direct, weight_decay=0.0, dtype="float32"):
 
 def numpy_eq1(layer, context):
     C, H_, d, U, b = (np.asarray(layer.weights[i].numpy(), np.float64) for i in range(5))
-    x = np.concatenate([C[context[:, j]] for j in range(N1)], axis=1)  # (batch, (n-1)m)
+    x = np.concatenate([C[context[:, -1 - j]] for j in range(N1)], axis=1)  # (batch, (n-1)m): w_{t-1} first
     y = b + np.tanh(d + x @ H_) @ U
     if layer.W is not None:
         y = y + x @ np.asarray(layer.W.numpy(), np.float64)
@@ -134,7 +134,7 @@ def test_no_hidden_layer_is_the_linear_model_with_direct_connections():
         w.assign(rng.normal(size=w.shape).astype("float32"))
     context = np.array([[0, 1], [6, 7]], np.int32)
     C, W, b = (np.asarray(w.numpy(), np.float64) for w in (layer.C, layer.W, layer.b))
-    x = np.concatenate([C[context[:, j]] for j in range(N1)], axis=1)
+    x = np.concatenate([C[context[:, -1 - j]] for j in range(N1)], axis=1)  # contexts oldest first
     np.testing.assert_allclose(layer(context).numpy(), b + x @ W, rtol=1e-5, atol=1e-5)
     with pytest.raises(ValueError, match="hidden_dim"):
         NPLMLayer(vocab_size=V, context_size=N1, feature_dim=M, hidden_dim=0, direct=False)

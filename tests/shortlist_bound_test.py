@@ -10,8 +10,7 @@ from benchmarks import shortlist_bound
 from nplm_tf import run_dir
 from nplm_tf.baselines import build as ngram_lib
 from nplm_tf.baselines import kneser_ney as kn
-from nplm_tf.network import loading, scoring
-from nplm_tf.network.shortlist import ShortListTail
+from nplm_tf.network import heads, loading, scoring
 from nplm_tf.training import trainer
 from nplm_tf.training.data import eval_dataset
 from pipelines import corpus as corpus_lib
@@ -46,19 +45,19 @@ def test_the_bound_is_the_short_list_formulas_and_sums_to_one(full_run):
     np.testing.assert_allclose(got["full"], np.log(scoring.token_probabilities(model, dataset)), atol=1e-5)
     np.testing.assert_allclose(got[f"class_{n}_{tail_size}"], got["full"], atol=1e-9)  # a bin per word: the network
 
-    # The class and back-off tails of nplm_tf.network.shortlist, given the network's logits over the list
+    # The class and back-off tails of nplm_tf.network.heads, given the network's logits over the list
     # (and, for the class tail, the log of its total over the tail as the tail output).
     context, target = (np.concatenate(part) for part in zip(*[(c.numpy(), t.numpy()) for c, t in dataset]))
     # In a graph, as the bound calls it: where the CPU computes bfloat16 matmuls natively (AVX512_BF16), the
     # eager call's logits differ from the graph's by up to 7e-7.
     logits = tf.cast(tf.function(lambda c: model(c, training=False))(context), tf.float64)
     tail_logit = tf.reduce_logsumexp(logits[:, n:], axis=1, keepdims=True)
-    oldest_first = tf.reverse(tf.constant(context, tf.int64), axis=[1])
+    oldest_first = tf.constant(context, tf.int64)  # the dataset's order
     for kind, kind_logits, name in [
         ("class", tf.concat([logits[:, :n], tail_logit], axis=1), f"class_{n}_1"),
         ("backoff", logits[:, :n], f"backoff_{n}"),
     ]:
-        expected = ShortListTail(ngram, n, kind).log_prob(kind_logits, oldest_first, target)
+        expected = heads.named(kind, n, ngram.vocab_size, ngram).log_prob(kind_logits, oldest_first, target)
         np.testing.assert_allclose(got[name], expected.numpy(), atol=1e-9)
 
     # Every context's probabilities over the whole vocabulary sum to one in every mode.

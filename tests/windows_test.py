@@ -24,17 +24,17 @@ def test_exact_windows_with_padding_and_no_line_crossing():
     assert vocab.words == ("</s>", "<unk>", "a", "b", "c", "d")
     S = vocab.bos_id
     assert S == 6
-    # Contexts are most recent first: (w_{t-1}, w_{t-2}).
+    # Contexts are in the text's order, oldest first: (w_{t-2}, w_{t-1}).
     assert pairs == [
         ((S, S), 2),
-        ((2, S), 3),
-        ((3, 2), 2),
-        ((2, 3), 0),  # "a b a </s>"
+        ((S, 2), 3),
+        ((2, 3), 2),
+        ((3, 2), 0),  # "a b a </s>"
         ((S, S), 4),
-        ((4, S), 2),
-        ((2, 4), 3),
-        ((3, 2), 5),
-        ((5, 3), 0),  # "c a b d </s>": restarts with <s>
+        ((S, 4), 2),
+        ((4, 2), 3),
+        ((2, 3), 5),
+        ((3, 5), 0),  # "c a b d </s>": restarts with <s>
     ]
 
 
@@ -74,9 +74,9 @@ def test_shuffle_order_is_a_function_of_seed_and_epoch():
     assert second != first
 
 
-def test_split_window_reverses_context():
+def test_split_window_keeps_the_texts_order():
     ctx, tgt = windows.split_window(tf.constant([[1, 2, 3, 4]], tf.int64))
-    assert ctx.numpy().tolist() == [[3, 2, 1]] and tgt.numpy().tolist() == [4]
+    assert ctx.numpy().tolist() == [[1, 2, 3]] and tgt.numpy().tolist() == [4]
 
 
 @pytest.mark.parametrize("tokens,batch,expected", [(10, 4, 3), (8, 4, 2), (1, 256, 1)])
@@ -109,14 +109,14 @@ def test_a_files_byte_order_mark_is_not_part_of_its_first_word(tmp_path):
 
 
 def reference_windows(lines, vocab, order):
-    """Each non-blank line's windows, in order, written out in Python: (context most recent first, target)."""
+    """Each non-blank line's windows, in order, written out in Python: (context oldest first, target)."""
     pairs = []
     for line in lines:
         tokens = corpus.tokenize(line)
         if not tokens:
             continue
         ids = [vocab.bos_id] * (order - 1) + vocab.ids(tokens) + [vocab.eos_id]
-        pairs += [(tuple(reversed(ids[i : i + order - 1])), ids[i + order - 1]) for i in range(len(tokens) + 1)]
+        pairs += [(tuple(ids[i : i + order - 1]), ids[i + order - 1]) for i in range(len(tokens) + 1)]
     return pairs
 
 

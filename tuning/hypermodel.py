@@ -10,8 +10,8 @@ import os
 import keras_tuner
 
 from nplm_tf.config import Config
+from nplm_tf.network import heads
 from nplm_tf.network import model as model_lib
-from nplm_tf.network import objectives
 from nplm_tf.training import callbacks as callbacks_lib
 from nplm_tf.training import trainer
 from pipelines import corpus as corpus_lib
@@ -115,11 +115,12 @@ class NPLMHyperModel(keras_tuner.HyperModel):
 
     def build(self, hp):
         config = self.config(hp)
+        model = model_lib.build_model(config, self.vocab_size)
         return model_lib.compile_model(
-            model_lib.build_model(config, self.vocab_size),
+            model,
             config,
             steps_per_execution=_steps_per_execution(),
-            objective=objectives.make_objective(config, self.counts),
+            objective=heads.objective(config, model.head, self.counts),
         )
 
     def fit(self, hp, model, *args, callbacks=(), epochs=None, **kwargs):

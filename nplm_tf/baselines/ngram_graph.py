@@ -98,8 +98,8 @@ class ServingNgram(tf.Module):
         hi = tf.searchsorted(self.keys[k - 1], (h + 1) * self.base, side="left")
         return (h >= 0) & (hi > lo)
 
-    def mixture_weight(self, context: tf.Tensor) -> tf.Tensor:
-        """λ of the network for each context, (T,) float64, from its train frequency bucket."""
+    def context_bucket(self, context: tf.Tensor, num_buckets: int) -> tf.Tensor:
+        """Each context's train frequency bucket (`bucket`), (T,) int32: the count of its last K - 1 words."""
         if self.order == 1:
             count = tf.fill([tf.shape(context)[0]], self.context_totals[0])
         else:
@@ -107,7 +107,11 @@ class ServingNgram(tf.Module):
             count = tf.where(
                 h >= 0, tf.gather(read(self.context_totals), tf.maximum(h, 0)), tf.zeros_like(h, tf.float64)
             )
-        return tf.gather(read(self.weights), bucket(count, int(self.weights.shape[0])))
+        return bucket(count, num_buckets)
+
+    def mixture_weight(self, context: tf.Tensor) -> tf.Tensor:
+        """λ of the network for each context, (T,) float64, from its train frequency bucket."""
+        return tf.gather(read(self.weights), self.context_bucket(context, int(self.weights.shape[0])))
 
 
 def bucket(count: tf.Tensor, num_buckets: int) -> tf.Tensor:

@@ -29,6 +29,7 @@ import tensorflow as tf
 from nplm_tf.config import Config, ConfigError
 from nplm_tf.distributed import collectives
 from nplm_tf.network import objectives
+from nplm_tf.network import step as step_lib
 from nplm_tf.training.data import Data
 from pipelines import corpus as corpus_lib
 
@@ -48,11 +49,11 @@ def local_train_dataset(
     return data.train_dataset(corpus, config, epoch).take(steps).shard(workers, index)
 
 
-def make_local_train_steps(model, optimizer):
+def make_local_train_steps(model, optimizer, worker: int = 0):
     """A tf.function that passes over `skip` batches of a plain iterator, then runs `count` steps of this worker's
-    own model on the next ones; returns Σ -ln P."""
+    own model on the next ones (`worker`: its index, which keys a sampled objective's noise); returns Σ -ln P."""
 
-    objective = model.objective or objectives.Softmax()
+    objective = model.objective or objectives.HeadObjective(model.head)
 
     @tf.function
     def train_steps(iterator, count, skip):
@@ -61,11 +62,7 @@ def make_local_train_steps(model, optimizer):
         total = tf.constant(0.0)
         for _ in tf.range(count):
             context, target = next(iterator)
-            with tf.GradientTape() as tape:
-                nll, regularization = objective.losses(model, context, target)
-                loss = tf.reduce_mean(nll) + regularization
-            grads = tape.gradient(loss, model.trainable_variables)
-            optimizer.apply(grads, model.trainable_variables)
+            nll, _ = step_lib.train_step(model, optimizer, objective, context, target, 1, optimizer.iterations, worker)
             total += tf.reduce_sum(nll)
         return total
 
@@ -118,10 +115,8 @@ class LocalSGD:
         check_local_sgd(strategy)
         self.workers = strategy.num_replicas_in_sync
         self.index = collectives.worker_index(strategy)
-        if model.objective is not None:
-            model.objective.worker = self.index  # every worker's model is replica 0 of its own: noise apart
         self.balance = config.balance_workers
-        self._train = make_local_train_steps(model, optimizer)
+        self._train = make_local_train_steps(model, optimizer, self.index)  # each worker's noise apart
         weights = model.trainable_variables
         every = weights + _float_variables(optimizer)
         if self.balance:

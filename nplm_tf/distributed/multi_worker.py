@@ -30,8 +30,9 @@ import tensorflow as tf
 
 from nplm_tf.config import Config
 from nplm_tf.distributed import collectives, local_sgd
-from nplm_tf.network import loading, objectives, optimizers, scoring
+from nplm_tf.network import heads, loading, objectives, optimizers, scoring
 from nplm_tf.network import model as model_lib
+from nplm_tf.network import step as step_lib
 from nplm_tf.run_dir import RunDir, TrainingLock
 from nplm_tf.training import callbacks as callbacks_lib
 from nplm_tf.training import run_setup, trainer
@@ -94,16 +95,15 @@ def _train_multi_worker(
             f"another worker of this job stopped before training began ({type(e).__name__}); the chief's "
             f"output says why."
         ) from None
-    tail = loading.load_tail(RunDir(model_dir), config)
+    head = heads.make(config, data.vocab.size, loading.load_tail_ngram(RunDir(model_dir), config))
     replicas = strategy.num_replicas_in_sync
     local = config.sync_every > 1
     if local:
         local_sgd.check_local_sgd(strategy)
-    model, optimizer = build(config, data.vocab.size, strategy, local=local, counts=data.vocab.counts)
-    model_lib.attach_tail(model, tail)
+    model, optimizer = build(config, data.vocab.size, strategy, local=local, counts=data.vocab.counts, head=head)
     with contextlib.nullcontext() if local else strategy.scope():
         epoch_done = tf.Variable(0, dtype=tf.int64, trainable=False)
-    trainer.init_output_bias(model, data.vocab, config)
+    trainer.init_output_bias(model, data.vocab)
     checkpoint = tf.train.Checkpoint(model=model, optimizer=optimizer, epoch=epoch_done)
     run = RunDir(model_dir)
     shared = run.checkpoints_dir
@@ -188,7 +188,9 @@ def _train_multi_worker(
     )
 
 
-def build(config: Config, vocab_size: int, strategy: tf.distribute.Strategy, local: bool = False, counts=None):
+def build(
+    config: Config, vocab_size: int, strategy: tf.distribute.Strategy, local: bool = False, counts=None, head=None
+):
     """The model and its built optimizer, the same initial weights on every worker.
 
     In `strategy`'s scope (mirrored variables), or with `local` outside it:
@@ -196,27 +198,20 @@ def build(config: Config, vocab_size: int, strategy: tf.distribute.Strategy, loc
     """
     keras.utils.set_random_seed(config.seed)  # the same initial weights as a run with any other worker count
     with contextlib.nullcontext() if local else strategy.scope():
-        model = model_lib.build_model(config, vocab_size)
+        model = model_lib.build_model(config, vocab_size, head)
         optimizer = optimizers.make_optimizer(config)
         optimizer.build(model.trainable_variables)
-    model.objective = objectives.make_objective(config, counts)
-    model.objective.step = optimizer.iterations  # a sampled objective keys its noise by it
+    model.objective = heads.objective(config, model.head, counts)
     return model, optimizer
 
 
 def make_train_steps(model, optimizer, strategy: tf.distribute.Strategy, config: Config):
     """A tf.function running `count` steps on a distributed iterator; returns the summed -ln P."""
     replicas = strategy.num_replicas_in_sync
-    global_batch = float(config.batch_size)
-    objective = model.objective or objectives.Softmax()
+    objective = model.objective or objectives.HeadObjective(model.head)
 
-    def step_fn(context, target):
-        with tf.GradientTape() as tape:
-            nll, regularization = objective.losses(model, context, target)  # (per-replica batch,), R(θ)
-            loss = tf.reduce_sum(nll) / global_batch  # summed over replicas: the global mean
-            loss += regularization / replicas  # R(θ): once in total
-        grads = tape.gradient(loss, model.trainable_variables)
-        optimizer.apply(grads, model.trainable_variables)
+    def step_fn(context, target):  # a sampled objective keys its noise by the optimizer's step
+        nll, _ = step_lib.train_step(model, optimizer, objective, context, target, replicas, optimizer.iterations)
         return tf.reduce_sum(nll)
 
     @tf.function

@@ -6,9 +6,9 @@ file, every variable float32) and computes
 
     x = (C(w_{t-1}), ..., C(w_{t-n+1})),   y = b + W·x + U·tanh(d + H·x)
 
-in float32 (as the TensorFlow path computes at `--precision=float32`), then every probability in float64:
-the full softmax, a short list with its class or back-off tail (the tail n-gram in numpy,
-`kneser_ney.KneserNey`), or its network tail. The results equal the TensorFlow path's in float32
+in float32 (as the TensorFlow path computes at `--precision=float32`), then every probability in float64 by
+the run's output head (`network.heads`, its NumPy methods): the full softmax, a short list with its n-gram
+tail (the tail n-gram in numpy, `kneser_ney.KneserNey`), or its network tail. The results equal the TensorFlow path's in float32
 (`tests/inference_test.py`). A run trained in mixed_bfloat16 is computed here in float32: the same
 weights, computed exactly; the TensorFlow path in bfloat16 rounds them.
 
@@ -28,6 +28,7 @@ from nplm_tf.baselines import build as ngram_lib
 from nplm_tf.baselines import kneser_ney as kn
 from nplm_tf.baselines.ngram_arrays import TokenArrays
 from nplm_tf.config import Config, ConfigError
+from nplm_tf.network import heads
 
 CHUNK = 1024  # contexts per matmul at most: bounds the (rows, |V|) float32 logits held at once
 
@@ -53,35 +54,9 @@ def read_weights(path: str, config: Config, vocab_size: int) -> dict[str, np.nda
     if len(values) < len(names) or weights["C"].shape != (vocab_size + 1, config.feature_dim):
         raise ConfigError(f"{path} does not hold this run's weights (config.json); restore the run's files.")
     for key in ("U", "W"):
-        if key in weights and config.output_rows:
+        if key in weights and heads.output_rows(config):
             weights[key] = np.ascontiguousarray(weights[key].T)
     return {key: weights.get(key) for key in ("C", "H", "d", "U", "b", "W")}
-
-
-def _shifted_exp(logits: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(exp(y − max y) per row in float32, computed in place on a copy; max y (rows, 1)). float32's exp is
-    several times as fast as float64's over a (rows, |V|) block; each term's relative error (~1e-7) stays
-    that small in the float64 sums taken of them."""
-    top = logits.max(axis=1, keepdims=True)
-    e = np.subtract(logits, top, dtype=np.float32)
-    np.exp(e, out=e)
-    return e, top
-
-
-def log_softmax_at(logits: np.ndarray, columns: np.ndarray) -> np.ndarray:
-    """ln softmax(logits)[row, column] per row, float64, from float32 logits."""
-    e, top = _shifted_exp(logits)
-    ln_z = np.log(e.sum(axis=1, dtype=np.float64))
-    rows = np.arange(len(columns))
-    return (logits[rows, columns].astype(np.float64) - top[:, 0].astype(np.float64)) - ln_z
-
-
-def softmax(logits: np.ndarray) -> np.ndarray:
-    """softmax over each row, float64 (each row sums to 1 in float64), from float32 logits."""
-    e, _ = _shifted_exp(logits)
-    e = e.astype(np.float64)
-    e /= e.sum(axis=1, keepdims=True)
-    return e
 
 
 class NumpyNetwork:
@@ -91,7 +66,7 @@ class NumpyNetwork:
       config: the run's configuration.
       vocab_size: |V|.
       weights: `read_weights`' arrays.
-      tail_ngram: a short list's class or back-off tail n-gram (`KneserNey`), else None.
+      tail_ngram: a short list's tail n-gram (`KneserNey`) when its head has one, else None.
     """
 
     def __init__(self, config: Config, vocab_size: int, weights: dict, tail_ngram: kn.KneserNey | None = None):
@@ -99,15 +74,10 @@ class NumpyNetwork:
         self.order, self.context_size = config.order, config.context_size
         self.bos_id = vocab_size  # the input-only padding row of C
         self.C, self.H, self.d, self.U, self.b, self.W = (weights[k] for k in ("C", "H", "d", "U", "b", "W"))
-        self.list_size = config.shortlist
-        self.head = "softmax" if not config.shortlist else config.tail  # class, backoff or network
+        self.head = heads.make(config, vocab_size, tail_ngram)
+        if self.head.needs_ngram and tail_ngram is None:
+            raise ConfigError("a short list with an n-gram tail needs its tail n-gram.")
         self.tail_ngram = tail_ngram
-        self._tables = None
-        if self.head in ("class", "backoff"):
-            if tail_ngram is None:
-                raise ConfigError("a short list with an n-gram tail needs its tail n-gram.")
-            base, deltas, _ = tail_ngram.short_list_tables(self.list_size)
-            self._tables = (base, deltas)
 
     @classmethod
     def load(cls, model_dir: str) -> NumpyNetwork:
@@ -116,7 +86,7 @@ class NumpyNetwork:
         config = run.read_config()
         vocab_size = _vocab_size(run.vocab_path)
         tail = None
-        if config.ngram_tail:
+        if heads.needs_ngram(config):
             tail_dir = run.tail_ngram_dir
             if not os.path.isfile(run_dir_lib.RunDir(tail_dir).ngram_model):
                 raise ConfigError(
@@ -141,20 +111,20 @@ class NumpyNetwork:
         y = sum(part @ w[:, start:stop] for part, w in zip(parts, weights, strict=True))
         return y + self.b[start:stop]
 
-    # ----------------------------------------------------------------- heads --
+    def outputs(self, parts: list[np.ndarray]) -> heads.Outputs:
+        return heads.Outputs.numpy(parts, self.logits)
 
-    def _list_mass(self, arrays: TokenArrays) -> np.ndarray:
-        base, deltas = self._tables
-        return self.tail_ngram.token_list_masses(arrays, base, deltas)
+    # ----------------------------------------------------------------- heads --
 
     def log_probs(self, context: np.ndarray, target: np.ndarray, arrays: TokenArrays | None = None) -> np.ndarray:
         """ln P(target | context), (T,) float64, over the whole vocabulary whatever the head. `arrays`: the same
-        tokens as lines for the tail n-gram (`TokenArrays`, needed by a class or back-off tail)."""
+        tokens as lines for the tail n-gram (`TokenArrays`, needed by an n-gram tail)."""
         target = np.asarray(target, np.int64)
         out = np.empty(len(target), np.float64)
 
         def chunk(lo: int) -> None:
-            out[lo : lo + CHUNK] = self._network_log_probs(context[lo : lo + CHUNK], target[lo : lo + CHUNK])
+            rows = slice(lo, lo + CHUNK)
+            out[rows] = self.head.np_network_log_probs(self.outputs(self.hidden(context[rows])), target[rows])
 
         starts = range(0, len(target), CHUNK)
         if len(starts) > 1:  # NumPy's exp runs on one core and releases the GIL: a chunk per core at once
@@ -163,61 +133,16 @@ class NumpyNetwork:
         else:
             for lo in starts:
                 chunk(lo)
-        if self.head in ("class", "backoff"):
-            n = self.list_size
-            in_list = target < n
-            mass = self._list_mass(arrays)
-            ln_ng = np.log(self.tail_ngram.token_probabilities(arrays))
-            if self.head == "class":
-                out = np.where(in_list, out, out + ln_ng - np.log1p(-mass))
-            else:
-                out = np.where(in_list, out + np.log(mass), ln_ng)
-        return out
-
-    def _network_log_probs(self, context: np.ndarray, target: np.ndarray) -> np.ndarray:
-        """The network's own ln P of each target: the full softmax; a class list's (the tail's column for a
-        tail word) or a back-off list's (the tail words' left to `log_probs`); the network tail's exactly."""
-        parts = self.hidden(context)
-        n = self.list_size
-        if self.head == "softmax":
-            return log_softmax_at(self.logits(parts), target)
-        if self.head == "class":
-            return log_softmax_at(self.logits(parts), np.where(target < n, target, n))
-        if self.head == "backoff":
-            return log_softmax_at(self.logits(parts), np.minimum(target, n - 1))
-        ln = log_softmax_at(self.logits(parts, 0, n + 1), np.minimum(target, n))
-        rows = np.flatnonzero(target >= n)
-        if rows.size:
-            tail = self.logits([p[rows] for p in parts], n + 1, None)
-            ln[rows] += log_softmax_at(tail, target[rows] - n)
-        return ln
+        return self.head.np_finish(out, target, arrays)  # a tail n-gram's part, over every token at once
 
     def distribution(self, context: np.ndarray) -> np.ndarray:
         """P(· | context) over all |V| words, (rows, |V|) float64; context (rows, n-1) oldest first."""
         context = np.asarray(context, np.int64)
-        n = self.list_size
-        parts = self.hidden(context)
-        if self.head == "softmax":
-            return softmax(self.logits(parts))
-        if self.head == "network":
-            logits = self.logits(parts)
-            head = softmax(logits[:, : n + 1])
-            return np.concatenate([head[:, :n], head[:, n : n + 1] * softmax(logits[:, n + 1 :])], axis=1)
-        p_nn = softmax(self.logits(parts))
-        p_ng = np.stack([self.tail_ngram.distribution(self._ngram_context(row)) for row in context])
-        mass = p_ng[:, :n].sum(axis=1)
-        if self.head == "class":
-            return np.concatenate([p_nn[:, :n], p_ng[:, n:] * (p_nn[:, n] / (1.0 - mass))[:, None]], axis=1)
-        return np.concatenate([p_nn * mass[:, None], p_ng[:, n:]], axis=1)
+        return self.head.np_distribution(self.outputs(self.hidden(context)), context)
 
-    def _ngram_context(self, row: np.ndarray) -> list[int]:
-        """A network context as the n-gram reads it: its words after the last `<s>` pad, with `<s>` itself
-        standing for the start of the line (`KneserNey.distribution`'s convention)."""
-        row = [int(w) for w in row]
-        if self.bos_id in row:
-            last = len(row) - row[::-1].index(self.bos_id) - 1
-            row = [self.tail_ngram.bos_id] + row[last + 1 :]
-        return row
+    def unnormalized(self, context: np.ndarray):
+        """(y, ln Z) when the head's ln P(w | C) = y_w − ln Z (`Head.np_unnormalized`), else None."""
+        return self.head.np_unnormalized(self.outputs(self.hidden(np.asarray(context, np.int64))))
 
     # ----------------------------------------------------------------- lines --
 
@@ -241,7 +166,7 @@ class NumpyNetwork:
         """ln P of every predicted token of the lines, in order (each line's words, then `</s>`)."""
         context, target = self.windows(lines)
         arrays = None
-        if self.head in ("class", "backoff"):
+        if self.head.needs_ngram:
             arrays = TokenArrays.from_lines(lines, self.tail_ngram.bos_id, 0)
         return self.log_probs(context, target, arrays)
 

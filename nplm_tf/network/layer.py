@@ -43,12 +43,40 @@ def _add_bias(y, b):
     return _cast_add(y, b), gradient
 
 
+def word_features(C, context):
+    """x = (C(w_{t-1}), ..., C(w_{t-n+1})), (batch, (n-1)m), of contexts (batch, n-1) oldest first (the text's
+    order, which every part of the project uses): the newest word's features first, as in the paper."""
+    features = tf.gather(C, tf.reverse(tf.cast(context, tf.int32), axis=[1]))  # (batch, n-1, m)
+    return ops.reshape(features, (-1, int(context.shape[1]) * int(C.shape[1])))
+
+
+def output_layer_inputs(x, H, d, direct: bool, dropout=None) -> list:
+    """The output layer's inputs: [tanh(d + H·x)] (after `dropout`, a function, when given) where H exists,
+    and x itself where W does, each (batch, ·), in x's dtype."""
+    parts = []
+    if H is not None:
+        a = ops.tanh(ops.matmul(x, H) + d)  # (batch, h)
+        parts.append(dropout(a) if dropout is not None else a)
+    return parts + [x] if direct else parts
+
+
+def output_sum(parts, weights, rows: bool = False):
+    """Σ over the parts of part·w: equation (1)'s W·x + U·tanh(d + H·x) before b, with `weights` [U] and/or
+    [W] matching `parts`, stored (inputs, outputs), or (outputs, inputs) with `rows`."""
+    y = None
+    for part, w in zip(parts, weights, strict=True):
+        term = ops.matmul(part, ops.transpose(w)) if rows else ops.matmul(part, w)
+        y = term if y is None else y + term
+    return y
+
+
 @keras.saving.register_keras_serializable(package="nplm_tf")
 class NPLMLayer(keras.layers.Layer):
     """Word features, tanh hidden layer and direct connections: y = b + W·x + U·tanh(d + H·x).
 
     x = (C(w_{t-1}), ..., C(w_{t-n+1})) is the concatenation of the context
-    words' feature vectors. The layer returns the unnormalized log-probabilities
+    words' feature vectors; contexts come oldest first (the text's order), and
+    the layer puts the newest word's features first. The layer returns the unnormalized log-probabilities
     y (float32 even under a bfloat16 policy, so the softmax stays float32).
 
     Weight decay (the paper's R(θ)) is added with `add_loss`:
@@ -170,9 +198,6 @@ class NPLMLayer(keras.layers.Layer):
     def _output_shape(self, inputs):
         return (self.output_size, inputs) if self.output_rows else (inputs, self.output_size)
 
-    def _output(self, inputs, w):
-        return ops.matmul(inputs, ops.transpose(w)) if self.output_rows else ops.matmul(inputs, w)
-
     def _weights(self):
         return [w for w in (self.H, self.U, self.W) if w is not None]
 
@@ -185,9 +210,7 @@ class NPLMLayer(keras.layers.Layer):
     def _inputs(self, context, training):
         """x = (C(w_{t-1}), ..., C(w_{t-n+1})) in float32, the same in the compute dtype (after dropout), and
         whether dropout applies."""
-        # Gathered from the float32 variable: a sparse gradient, no per-step copy of C.
-        features = tf.gather(self.C.value, tf.cast(context, tf.int32))  # (batch, n-1, m)
-        x = ops.reshape(features, (-1, self.context_size * self.feature_dim))  # (batch, (n-1)m)
+        x = word_features(self.C.value, context)  # from the float32 variable: a sparse gradient, no copy of C
         xc = ops.cast(x, self.compute_dtype)
         drop = bool(training) and self.dropout > 0
         if drop:
@@ -229,22 +252,16 @@ class NPLMLayer(keras.layers.Layer):
     def _parts(self, xc, drop, H=None):
         """The output layer's inputs: [tanh(d + H·x) (after dropout)] and x when W exists, each (batch, ·). `H`:
         H in the compute dtype, when the caller has it (default: cast here)."""
-        parts = []
+        d = None
         if self.hidden_dim:
             H = ops.cast(self.H.value, self.compute_dtype) if H is None else H
-            a = ops.tanh(ops.matmul(xc, H) + ops.cast(self.d, self.compute_dtype))  # (batch, h)
-            parts.append(self._dropout(a, 1) if drop else a)
-        if self.W is not None:
-            parts.append(xc)
-        return parts
+            d = ops.cast(self.d, self.compute_dtype)
+        dropout = (lambda a: self._dropout(a, 1)) if drop else None
+        return output_layer_inputs(xc, H if self.hidden_dim else None, d, self.W is not None, dropout)
 
     def _output_sum(self, parts, weights):
         """Σ over the parts of part·w (compute dtype), with `weights` [U] and/or [W] matching `parts`."""
-        y = None
-        for part, w in zip(parts, weights, strict=True):
-            term = self._output(part, w)
-            y = term if y is None else y + term
-        return y
+        return output_sum(parts, weights, self.output_rows)
 
     def hidden(self, context):
         """Inference: the inputs of the output layer in the compute dtype, [tanh(d + H·x)] and x when W exists

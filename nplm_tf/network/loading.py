@@ -1,28 +1,25 @@
-"""A trained model read back: its Keras model and the tail a short list scores with.
+"""A trained model read back: its Keras model, with the output head it scores with (`network.heads`).
 
 The one place that turns a model directory into a model (`run_dir` only names and reads its files), and that
-makes a short list's tail from its config (`tail_of`).
+reads a short list's tail n-gram back.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import os
-from typing import TYPE_CHECKING
 
 from nplm_tf import run_dir as run_dir_lib
 from nplm_tf.baselines import build as ngram_lib
 from nplm_tf.baselines import kneser_ney as kn
 from nplm_tf.config import Config, ConfigError
+from nplm_tf.network import heads
 from nplm_tf.run_dir import RunDir
-
-if TYPE_CHECKING:  # TensorFlow loads with the tail itself (`tail_of`)
-    from nplm_tf.network.network_tail import NetworkTail
-    from nplm_tf.network.shortlist import ShortListTail
 
 
 def load_trained(model_dir: str, precision: str | None = None):
-    """The (config, vocabulary, best-by-validation Keras model) of a training run (a short list's with its tail).
+    """The (config, vocabulary, best-by-validation Keras model) of a training run, its `head` with a short
+    list's tail n-gram.
 
     `precision`: compute in this one instead of the run's (`config.PRECISIONS`; the weights are float32 in
     either, so the model is the same one, computed otherwise); the returned config says which."""
@@ -33,24 +30,9 @@ def load_trained(model_dir: str, precision: str | None = None):
     if precision is not None:
         config = dataclasses.replace(config, precision=precision)  # checked as any config
     vocab = run.load_vocab()
-    model = model_lib.build_model(config, vocab.size)
+    model = model_lib.build_model(config, vocab.size, heads.make(config, vocab.size, load_tail_ngram(run, config)))
     run.load_best_weights(model)
-    model_lib.attach_tail(model, load_tail(run, config))
     return config, vocab, model
-
-
-def tail_of(config: Config, model: kn.KneserNey | None) -> ShortListTail | NetworkTail | None:
-    """The tail a short-list model scores with (None without a short list): the network tail, or the n-gram
-    tail of `model` (`keep_tail`'s). Loads TensorFlow."""
-    if not config.shortlist:
-        return None
-    if not config.ngram_tail:
-        from nplm_tf.network.network_tail import NetworkTail
-
-        return NetworkTail(config.shortlist)
-    from nplm_tf.network.shortlist import ShortListTail
-
-    return ShortListTail(model, config.shortlist, config.tail)
 
 
 def check_kneser_ney(model, where: str) -> None:
@@ -88,8 +70,3 @@ def load_tail_ngram(run: RunDir, config: Config) -> kn.KneserNey | None:
     model = ngram_lib.load(tail_dir)
     check_tail_model(model, config, tail_dir)
     return model
-
-
-def load_tail(run: RunDir, config: Config) -> ShortListTail | NetworkTail | None:
-    """The tail a short-list run kept (None for a full-softmax run)."""
-    return tail_of(config, load_tail_ngram(run, config))

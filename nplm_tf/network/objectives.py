@@ -1,14 +1,7 @@
-"""What training minimizes per example: the full softmax's −ln P, a short list's, or a sampled estimate of it.
+"""What training minimizes per example: an output head's own loss, or a sampled estimate of the full softmax's.
 
-- `softmax`: −ln P(w | context) over all |V| words (the paper's criterion).
-- short list of N words (`config.shortlist`): the network's softmax covers the list only. With the `class`
-  tail (Goodfellow et al. eq. 12.10) it has N + 1 outputs and a target in the tail is trained as output N,
-  "the word is in the tail"; with the `backoff` tail (Schwenk 2007) it has N outputs and learns
-  P(w | context, w ∈ L): windows whose target is in the tail carry no loss. The n-gram that scores the tail
-  enters only at evaluation (`network.shortlist`). With the `network` tail (`network.network_tail`) the
-  network has |V| + 1 outputs, the class tail's N + 1 and then the tail's words: each example is trained on
-  −ln P_head(output | C), and an example whose target is in the tail also on −ln P_tail(target | C), the tail's
-  softmax computed for those examples only.
+- `HeadObjective`: the head's −ln P_nn (`network.heads`): the full softmax's over all |V| words (the
+  paper's criterion), or a short list's over its outputs.
 - `sampled_softmax` and `nce`: each batch scores its targets and `num_sampled` noise words drawn once per
   batch from the unigram distribution raised to 0.75 (the train counts), corrected by the log of each
   word's expected count as in TensorFlow's `sampled_softmax_loss` / `nce_loss` (`NoiseSampler`: the
@@ -25,134 +18,65 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from nplm_tf.config import Config
-from nplm_tf.network.model import NegativeLogLikelihood, token_nll
-from nplm_tf.network.network_tail import NetworkTail
+from nplm_tf.network import heads
+from nplm_tf.network.model import NegativeLogLikelihood
 
 NOISE_DISTORTION = 0.75  # noise ∝ count^0.75
 
 
-@keras.saving.register_keras_serializable(package="nplm_tf")
-class ShortListNLL(keras.losses.Loss):
-    """−ln P_nn(target | context) over a short list of `list_size` words (see the module docstring).
-
-    Args:
-      list_size: N; targets ≥ N are in the tail.
-      tail: "class" (the tail is output N), "backoff" (tail targets carry no loss) or "network" (the tail is
-        output N, and its words outputs N + 1 onwards: the exact −ln P over the whole vocabulary).
-    """
-
-    def __init__(self, list_size, tail="class", name="shortlist_nll", **kwargs):
-        super().__init__(name=name, **kwargs)
-        if tail not in ("class", "backoff", "network"):
-            raise ValueError(f"`tail` must be 'class', 'backoff' or 'network'. Received: tail={tail!r}")
-        self.list_size = int(list_size)
-        self.tail = tail
-
-    def call(self, y_true, y_pred):
-        return shortlist_nll(y_true, y_pred, self.list_size, self.tail)
-
-    def get_config(self):
-        return {**super().get_config(), "list_size": self.list_size, "tail": self.tail}
-
-
-def shortlist_nll(targets, logits, list_size: int, tail: str):
-    targets = tf.cast(tf.reshape(targets, [-1]), tf.int32)
-    if tail == "network":  # evaluation's formula (training itself runs `NetworkShortList.losses`)
-        return -tf.cast(NetworkTail(list_size).log_prob(logits, None, targets), tf.float32)
-    if tail == "class":
-        return token_nll(tf.minimum(targets, list_size), logits)  # every tail word is output N
-    in_list = targets < list_size
-    return token_nll(tf.where(in_list, targets, 0), logits) * tf.cast(in_list, tf.float32)
-
-
 class Objective:
-    """The loss of one batch: `losses(model, context, target)` -> (−ln P per example (batch,), R(θ))."""
+    """The loss of one batch: `losses(model, context, target, step, worker)` -> (−ln P per example (batch,),
+    R(θ)). `step`: the step counter (default: the model's optimizer's); `worker`: local SGD's worker index
+    (each worker's model is replica 0 of its own). A sampled objective keys its noise by both."""
 
-    custom_step = False  # True: Keras's train_step cannot compute it (the model's output is not used)
-    step = None  # the step counter, when not the model's optimizer's (`Sampled.noise_key`)
-    worker = 0  # local SGD's worker index (`Sampled.noise_key`)
+    custom_step = False  # True: the model's whole output is not what it reads
 
     def keras_loss(self) -> keras.losses.Loss:
         raise NotImplementedError
 
-    def losses(self, model, context, target):
+    def losses(self, model, context, target, step=None, worker=0):
         outputs = model(context, training=True)
         regularization = tf.add_n(model.losses) if model.losses else tf.constant(0.0)
         return self.keras_loss().call(target, outputs), regularization
 
 
-class Softmax(Objective):
-    def keras_loss(self):
-        return NegativeLogLikelihood()
-
-
-class ShortList(Objective):
-    def __init__(self, list_size: int, tail: str):
-        self.list_size, self.tail = list_size, tail
-
-    def keras_loss(self):
-        return ShortListNLL(self.list_size, self.tail)
-
-
-class NetworkShortList(Objective):
-    """A short list with the network tail (`network.network_tail`): the head's softmax (N + 1 outputs) for
-    every example, the tail's (|V| − N outputs) only for the examples whose target is in the tail, so a
-    batch's output layer costs (N + 1 + its tail targets' share of |V| − N) rows of the full softmax's |V|.
-    R(θ) decays every output row, as the full softmax does. The output matmuls are float32, as a sampled
-    objective's are.
+@keras.saving.register_keras_serializable(package="nplm_tf")
+class HeadNLL(keras.losses.Loss):
+    """−ln P_nn(target | context) per example as an output head trains it (`Head.nll`), named by the head.
 
     Args:
+      head: the head's name (`heads.named`).
       list_size: N.
+      vocab_size: |V|.
     """
 
-    custom_step = True
+    def __init__(self, head="softmax", list_size=0, vocab_size=1, name="head_nll", **kwargs):
+        super().__init__(name=name, **kwargs)
+        self.head, self.list_size, self.vocab_size = head, int(list_size), int(vocab_size)
+        self._head = heads.named(head, self.list_size, self.vocab_size)
 
-    def __init__(self, list_size: int):
-        self.list_size = int(list_size)
+    def call(self, y_true, y_pred):
+        return self._head.nll(y_true, y_pred)
+
+    def get_config(self):
+        return {**super().get_config(), "head": self.head, "list_size": self.list_size, "vocab_size": self.vocab_size}
+
+
+class HeadObjective(Objective):
+    """An output head's own loss (`heads.base.Head`): Keras's step on the whole output layer, or the head's
+    step on the part of it that it reads (`Head.training_losses`)."""
+
+    def __init__(self, head):
+        self.head = head
+        self.custom_step = type(head).training_losses is not heads.Head.training_losses
 
     def keras_loss(self):
-        return ShortListNLL(self.list_size, "network")  # the exact −ln P from all |V| + 1 outputs
+        return HeadNLL(self.head.name, self.head.list_size, self.head.vocab_size)
 
-    def losses(self, model, context, target):
-        layer = model.get_layer("nplm")
-        n = self.list_size
-        z, rows, regularization = layer.output_inputs(context, training=True)  # (B, D), [(|V| + 1, ·)] float32
-        output = rows[0] if len(rows) == 1 else tf.concat(rows, axis=1)  # (|V| + 1, D)
-        head_rows, tail_rows, square_sum = _split_rows(output, n + 1)
-        target = tf.cast(tf.reshape(target, [-1]), tf.int32)
-        head = tf.matmul(z, head_rows, transpose_b=True) + layer.b[: n + 1]
-        nll = token_nll(tf.minimum(target, n), head)  # (B,)
-        in_tail = tf.where(target >= n)  # (T, 1)
-        tail_logits = tf.matmul(tf.gather_nd(z, in_tail), tail_rows, transpose_b=True) + layer.b[n + 1 :]
-        tail_nll = token_nll(tf.gather_nd(target, in_tail) - n, tail_logits)  # (T,)
-        nll += tf.scatter_nd(in_tail, tail_nll, tf.shape(nll, out_type=tf.int64))
-        regularization += layer.weight_decay * square_sum
-        return nll, regularization
-
-
-@tf.function(jit_compile=True, autograph=False)
-def _split_rows_gradient(output, d_head, d_tail, d_square_sum):
-    """The gradient of `output` from those of its two slices and of Σ output²."""
-    return tf.concat([d_head, d_tail], axis=0) + (2 * d_square_sum) * output
-
-
-def _split_rows(output, split: int):
-    """(output[:split], output[split:], Σ output²), the gradient in one pass over `output`.
-
-    Left to the tape, each slice's gradient was a zero-padded copy of the whole (|V| + 1, D) matrix, and the
-    two copies and the decay term's 2·w were summed in further passes (`benchmarks.throughput --tail=network`
-    measures the difference).
-    """
-
-    @tf.custom_gradient
-    def forward(output):
-        def gradient(d_head, d_tail, d_square_sum):
-            return _split_rows_gradient(output, d_head, d_tail, d_square_sum)
-
-        return (output[:split], output[split:], 2 * tf.nn.l2_loss(output)), gradient
-
-    return forward(output)
+    def losses(self, model, context, target, step=None, worker=0):
+        if self.custom_step:
+            return self.head.training_losses(model.get_layer("nplm"), context, target)
+        return super().losses(model, context, target)
 
 
 class NoiseSampler:
@@ -246,26 +170,26 @@ class Sampled(Objective):
         self.sampler = NoiseSampler(counts, num_sampled)
         self.seed = int(seed)
 
-    def noise_key(self, model):
+    def noise_key(self, model, step=None, worker=0):
         """The stateless seed of this step's noise: (seed, step, replica). The step counter is the optimizer's,
         saved with the run, so a resumed run draws what an uninterrupted one would have."""
-        step = self.step if self.step is not None else model.optimizer.iterations
+        step = step if step is not None else model.optimizer.iterations
         step = tf.cast(tf.convert_to_tensor(step), tf.int64)
         replica = tf.distribute.get_replica_context()
         replica_id = tf.cast(replica.replica_id_in_sync_group if replica is not None else 0, tf.int64)
         key = tf.stack([tf.constant(self.seed, tf.int64), step])
-        key = tf.random.experimental.stateless_fold_in(key, tf.constant(self.worker, tf.int64))
+        key = tf.random.experimental.stateless_fold_in(key, tf.constant(worker, tf.int64))
         return tf.random.experimental.stateless_fold_in(key, replica_id)
 
     def keras_loss(self):
         return NegativeLogLikelihood()  # what `evaluate` would report; training uses `losses`
 
-    def losses(self, model, context, target):
+    def losses(self, model, context, target, step=None, worker=0):
         layer = model.get_layer("nplm")
         z, rows, regularization = layer.output_inputs(context, training=True)  # (B, D), [(|V|, ·)]
         target = tf.cast(tf.reshape(target, [-1]), tf.int64)
         batch = tf.shape(target)[0]
-        sampled, true_count, sampled_count = self.sampler(self.noise_key(model), target)
+        sampled, true_count, sampled_count = self.sampler(self.noise_key(model, step, worker), target)
         pooled = tf.concat([target, sampled], axis=0)  # (B + K,)
         ids, index = tf.unique(pooled)
         distinct = tf.size(ids)
@@ -290,14 +214,3 @@ class Sampled(Objective):
             nll = tf.reduce_logsumexp(tf.concat([true_logit[:, None], noise_logits], axis=1), axis=1) - true_logit
         regularization += layer.weight_decay * tf.reduce_sum(tf.square(used[:distinct]))  # each row once
         return nll, regularization
-
-
-def make_objective(config: Config, counts) -> Objective:
-    """The objective of `config`; `counts` are the vocabulary's train counts (sampled noise)."""
-    if config.network_tail:
-        return NetworkShortList(config.shortlist)
-    if config.shortlist:
-        return ShortList(config.shortlist, config.tail)
-    if config.loss != "softmax":
-        return Sampled(config.loss, config.num_sampled, counts, seed=config.seed)
-    return Softmax()

@@ -13,7 +13,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from nplm_tf.network import model as model_lib
+from nplm_tf.network import heads
 
 
 @dataclasses.dataclass(frozen=True)
@@ -36,44 +36,29 @@ class Score:
         return self.unk / self.tokens if self.tokens else 0.0
 
 
-_NLL_FUNCTIONS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # model -> (its tail, its function)
+_NLL_FUNCTIONS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # model -> (its head, its function)
 
 
 def nll_function(model: keras.Model) -> Callable:
-    """-ln P(target | context) of a batch of windows (context most recent first), exactly normalized over |V|.
-
-    A short-list model's probabilities take its tail n-gram into account (`network.shortlist`). One function
-    per model (and tail), traced once per batch shape: scoring the same model again (a notebook's loop) does not
-    trace again.
+    """-ln P(target | context) of a batch of windows (contexts oldest first), exactly normalized over |V|
+    by the model's head (`network.heads`: a short list's with its tail). One function per model (and head),
+    traced once per batch shape: scoring the same model again (a notebook's loop) does not trace again.
     """
-    tail = getattr(model, "tail", None)
+    head = model.head
     cached = _NLL_FUNCTIONS.get(model)
-    if cached is not None and cached[0] is tail:
+    if cached is not None and cached[0] is head:
         return cached[1]
-    function = _nll_function(model, tail)
-    _NLL_FUNCTIONS[model] = (tail, function)
-    return function
-
-
-def _nll_function(model: keras.Model, tail) -> Callable:
-    if getattr(tail, "tail", None) == "network":  # the tail's outputs only for the windows that need them
-        layer = model.get_layer("nplm")
-
-        @tf.function(autograph=False, reduce_retracing=True)
-        def network_tail_nll(context, target):
-            return -tail.log_prob_of_outputs(layer.hidden(context), layer.output_logits, target)
-
-        return network_tail_nll
+    head.graph_state()  # its tables exist before the function is traced
+    layer = model.get_layer("nplm")
 
     @tf.function(
         autograph=False, reduce_retracing=True
     )  # Python control flow only: AutoGraph's conversion cost seconds per process
     def batch_nll(context, target):
-        logits = model(context, training=False)
-        if tail is None:
-            return model_lib.token_nll(target, logits)  # (batch,)
-        return -tail.log_prob(logits, tf.reverse(context, axis=[1]), target)  # the n-gram reads oldest first
+        outputs = heads.Outputs(layer.hidden(context), layer.output_logits)  # the rows the head asks for
+        return -head.log_prob(outputs, context, target)  # (batch,) float64
 
+    _NLL_FUNCTIONS[model] = (head, batch_nll)
     return batch_nll
 
 

@@ -14,7 +14,8 @@ import keras
 import tensorflow as tf
 
 from nplm_tf import config as config_lib
-from nplm_tf.network import model as model_lib
+from nplm_tf.network import heads
+from nplm_tf.network import layer as layer_lib
 from pipelines import vocabulary as vocab_lib
 
 SCORE_CHUNK = 2048  # windows per network call when scoring, at most: bounds memory for long texts
@@ -35,28 +36,16 @@ def group_seed(seed: int, group: int) -> int:
     return int(state.view(np.int64)[0])
 
 
-class Server(tf.Module):
-    """The functions every signature is made of.
+class Network(tf.Module):
+    """One network as the serving graph computes it: its weights held in the compute dtype, and its head.
 
     Args:
-      model: the trained Keras model, context ids (batch, n-1) -> logits (batch, |V|).
-      vocab: its vocabulary.
-      vocab_path: the vocabulary file (`vocab.tsv`, line i = word of id i). The
-        lookup tables are initialized from it, so a SavedModel holds it once,
-        as an asset, and TensorFlow Serving rebuilds the tables from it.
-      ngram: optional `ngram_graph.ServingNgram`; when given, every
-        probability is the mixture λ(h)·P_nn + (1 - λ(h))·P_ngram.
-
-    A short-list model's `tail` (`network.shortlist.ShortListTail`) comes
-    with it: P_nn is then the list's network and the tail's n-gram together,
-    exactly normalized over |V|.
-
-    Contexts are (batch, c) ids, oldest first, `<s>`-padded: c = n - 1, or K - 1 for a mixture with a K-gram
-    of K > n (the n-gram reads all c words, the network its last n - 1).
+      model: the trained Keras model, context ids (batch, n-1) -> outputs, with its `head` (`network.heads`),
+        which turns them into P over the whole vocabulary (a short list's with its tail).
     """
 
-    def __init__(self, model: keras.Model, vocab: vocab_lib.Vocabulary, vocab_path: str, ngram=None):
-        super().__init__(name="nplm_server")
+    def __init__(self, model: keras.Model, name: str = "network"):
+        super().__init__(name=name)
         layer = model.get_layer("nplm")
         self.compute_dtype = tf.as_dtype(layer.compute_dtype)
         # The weights as the layer uses them: cast once here, not on every
@@ -69,21 +58,87 @@ class Server(tf.Module):
         )
         self.direct = layer.W is not None  # y has the direct connections W·x
         self.b = held(layer.b, tf.float32)
-        self.tail = getattr(model, "tail", None)
+        self.head = model.head
+        self.head_state = self.head.graph_state()  # its tables, tracked by the SavedModel
+        self.head.prepare_serving()  # next_word's tables
+        self.outputs = int(self.b.shape[0])
+        self.context_size = layer.context_size  # n - 1, the words the network reads
         # The output weights [U; W] in column blocks: the network tail's head (outputs 0..N) and tail apart, so
         # that computing either reads its own block instead of copying a slice of the matrix on every request.
-        self.outputs = int(self.b.shape[0])
-        self.score_chunk = config_lib.rows_per_batch(self.outputs, SCORE_CHUNK)  # fewer for a wide output layer
-        # next_word and generate may hold a (rows, |V|) tensor (a full softmax's logits, a mixture's float64
-        # P, the network tail's outputs): at most this many rows at once (`by_rows`).
-        self.row_chunk = config_lib.rows_per_batch(max(self.outputs, vocab.size), ROW_CHUNK)
-        self.reads_outputs = getattr(self.tail, "tail", None) == "network"
-        bounds = [0, self.tail.list_size + 1, self.outputs] if self.reads_outputs else [0, self.outputs]
+        after_list = self.head.block_bounds_after_list
+        bounds = [0, self.head.list_size + 1, self.outputs] if after_list else [0, self.outputs]
         weights = [output(w) for w in (layer.U, layer.W) if w is not None]
         self.output_blocks = [
             [held(w[:, start:stop], self.compute_dtype) for w in weights] for start, stop in zip(bounds, bounds[1:])
         ]
         self.block_bounds = bounds
+
+    def hidden(self, context: tf.Tensor) -> list[tf.Tensor]:
+        """(B, c) oldest first -> the output layer's inputs, [tanh(d + H·x)] and x when W exists, as
+        `NPLMLayer.hidden` computes them (`layer.output_layer_inputs`), from the last n-1 words."""
+        if context.shape[1] != self.context_size:  # a mixture's longer context: the network's part
+            context = context[:, context.shape[1] - self.context_size :]
+        return layer_lib.output_layer_inputs(layer_lib.word_features(self.C, context), self.H, self.d, self.direct)
+
+    def output_logits(self, parts: list[tf.Tensor], start=0, stop=None) -> tf.Tensor:
+        """y = b + W·x + U·tanh(d + H·x) for outputs start..stop-1, (B, stop - start) float32. start and stop
+        (None: the last output) must be bounds of the held blocks (`block_bounds`)."""
+        stop = self.outputs if stop is None else stop
+        bounds = self.block_bounds
+        if start not in bounds or stop not in bounds or start >= stop:
+            raise ValueError(f"outputs {start}..{stop} are not a run of the served blocks {bounds}.")
+        ys = [
+            layer_lib.output_sum(parts, block) for block in self.output_blocks[bounds.index(start) : bounds.index(stop)]
+        ]
+        y = ys[0] if len(ys) == 1 else tf.concat(ys, axis=1)
+        return tf.cast(y, tf.float32) + self.b[start:stop]
+
+
+class Server(tf.Module):
+    """The functions every signature is made of.
+
+    Args:
+      model: the trained Keras model, context ids (batch, n-1) -> outputs, with its `head`; or a list of them,
+        an ensemble's networks (with `weights`).
+      vocab: its vocabulary.
+      vocab_path: the vocabulary file (`vocab.tsv`, line i = word of id i). The
+        lookup tables are initialized from it, so a SavedModel holds it once,
+        as an asset, and TensorFlow Serving rebuilds the tables from it.
+      ngram: optional `ngram_graph.ServingNgram`; when given, every
+        probability is the mixture λ(h)·P_nn + (1 - λ(h))·P_ngram. Or a list of them: an ensemble's n-grams.
+      weights: an ensemble's weights, (buckets, members) in the members' order (the networks, then the n-grams),
+        the bucket of a context its train frequency under the first n-gram (`ngram_graph.bucket`; one row:
+        the same weights for every context), as `evaluate --model_dirs --save_ensemble` fits them.
+
+    Every probability is P(w | h) = Σ_i λ_i(h) P_i(w | h) over the members, exactly normalized over |V|.
+    Contexts are (batch, c) ids, oldest first, `<s>`-padded: c the longest a member reads (n - 1 of a network,
+    K - 1 of a K-gram); each member reads its own last words.
+    """
+
+    def __init__(self, model, vocab: vocab_lib.Vocabulary, vocab_path: str, ngram=None, weights=None):
+        super().__init__(name="nplm_server")
+        models = list(model) if isinstance(model, (list, tuple)) else [model]
+        self.networks = [Network(m, name=f"network_{i}") for i, m in enumerate(models)]
+        self.ngrams = list(ngram) if isinstance(ngram, (list, tuple)) else ([ngram] if ngram is not None else [])
+        members = len(self.networks) + len(self.ngrams)
+        # One network with one n-gram and no weights: the network's λ(h) is the n-gram's (mixture.json).
+        self.mixture_of_one = weights is None and len(self.networks) == 1 and len(self.ngrams) == 1
+        if weights is not None:
+            weights = tf.constant(weights, tf.float64)
+            if weights.shape.rank != 2 or weights.shape[1] != members:
+                raise ValueError(
+                    f"weights of shape {weights.shape} do not give a weight per bucket to {members} members."
+                )
+            self.weights = tf.Variable(weights, trainable=False)
+        elif members > 1 and not self.mixture_of_one:
+            raise ValueError("an ensemble of several members needs their weights.")
+        outputs = max(network.outputs for network in self.networks)
+        self.outputs = outputs
+        # Windows per network call when scoring: fewer for a wide output layer.
+        self.score_chunk = config_lib.rows_per_batch(outputs, SCORE_CHUNK)
+        # next_word and generate may hold a (rows, |V|) tensor (a full softmax's logits, a mixture's float64
+        # P, the network tail's outputs): at most this many rows at once (`by_rows`).
+        self.row_chunk = config_lib.rows_per_batch(max(outputs, vocab.size), ROW_CHUNK)
         line = tf.lookup.TextFileIndex.LINE_NUMBER
         self.ids_table = tf.lookup.StaticHashTable(
             tf.lookup.TextFileInitializer(
@@ -97,22 +152,19 @@ class Server(tf.Module):
             ),
             default_value=vocab_lib.UNK,
         )
-        self.ngram = ngram
-        if self.tail is not None:
-            self.tail.rank_tail()  # next_word's tables
         self.vocab_size = vocab.size
-        self.network_context = layer.context_size  # n - 1, the words the network reads
-        # The words kept of each context: the network's n - 1, or more for a mixture with an n-gram of higher
-        # order, which reads them all (the network its last n - 1).
-        self.context_size = max(self.network_context, ngram.order - 1 if ngram is not None else 0)
-        self.bos_id, self.eos_id, self.unk_id = vocab.bos_id, vocab.eos_id, vocab.unk_id
-        # `top_words` ranks a full softmax's logits, a mixture's distribution or the network tail's outputs.
-        self.ranks_densely = self.tail is None or ngram is not None or self.reads_outputs
-        # `generate` at temperature 1 over every word draws a short list's words without the (B, |V|)
-        # distribution (`ShortListTail.sample`); not under a mixture, nor when `<unk>` is not a list word.
-        self.samples_without_distribution = (
-            self.tail is not None and ngram is None and self.unk_id < self.tail.list_size
+        # The words kept of each context: the most any member reads (a network its last n - 1, a K-gram K - 1).
+        self.context_size = max(
+            [network.context_size for network in self.networks] + [ngram.order - 1 for ngram in self.ngrams]
         )
+        self.bos_id, self.eos_id, self.unk_id = vocab.bos_id, vocab.eos_id, vocab.unk_id
+        self.single = members == 1  # one network: its head ranks and samples on its own
+        head = self.networks[0].head
+        # Whether `top_words` holds a (rows, |V|) tensor: a mixture's distribution, or the head's own ranking.
+        self.ranks_densely = not self.single or head.ranks_densely
+        # `generate` at temperature 1 over every word draws from the head without the (B, |V|) distribution
+        # where the head can (`Head.sample`); not under a mixture.
+        self.samples_without_distribution = self.single and head.samples_exactly(self.unk_id)
 
     # ---------------------------------------------------------- text -> ids --
 
@@ -159,69 +211,62 @@ class Server(tf.Module):
 
     # --------------------------------------------------------- probabilities --
 
-    def hidden(self, context: tf.Tensor) -> list[tf.Tensor]:
-        """(B, c) oldest first -> the output layer's inputs, [tanh(d + H·x)] and x when W exists, as
-        `NPLMLayer.hidden`, from the last n-1 words."""
-        if context.shape[1] != self.network_context:  # a mixture's longer context: the network's part
-            context = context[:, context.shape[1] - self.network_context :]
-        recent_first = tf.reverse(context, axis=[1])
-        x = tf.reshape(
-            tf.gather(self.C, recent_first), [-1, self.network_context * int(self.C.shape[1])]
-        )  # (B, (n-1)m)
-        parts = [tf.tanh(tf.matmul(x, self.H) + self.d)] if self.H is not None else []  # (B, h)
-        return parts + [x] if self.direct else parts
+    def hidden(self, context: tf.Tensor, member: int = 0) -> list[tf.Tensor]:
+        """(B, c) oldest first -> network `member`'s output-layer inputs (`Network.hidden`)."""
+        return self.networks[member].hidden(context)
 
-    def output_logits(self, parts: list[tf.Tensor], start=0, stop=None) -> tf.Tensor:
-        """y = b + W·x + U·tanh(d + H·x) for outputs start..stop-1, (B, stop - start) float32. start and stop
-        (None: the last output) must be bounds of the held blocks (`block_bounds`)."""
-        stop = self.outputs if stop is None else stop
-        bounds = self.block_bounds
-        if start not in bounds or stop not in bounds or start >= stop:
-            raise ValueError(f"outputs {start}..{stop} are not a run of the served blocks {bounds}.")
-        ys = [
-            tf.add_n([tf.matmul(part, w) for part, w in zip(parts, block, strict=True)])
-            for block in self.output_blocks[bounds.index(start) : bounds.index(stop)]
-        ]
-        y = ys[0] if len(ys) == 1 else tf.concat(ys, axis=1)
-        return tf.cast(y, tf.float32) + self.b[start:stop]
+    def network_outputs(self, context: tf.Tensor, member: int = 0) -> heads.Outputs:
+        """(B, c) oldest first -> network `member`'s outputs y = b + W·x + U·tanh(d + H·x) as its head reads
+        them, each block computed when asked (`Network.output_logits`)."""
+        return heads.Outputs(self.hidden(context, member), self.networks[member].output_logits)
 
-    def network_logits(self, context: tf.Tensor) -> tf.Tensor:
-        """(B, c) oldest first -> (B, outputs) float32 y = b + W·x + U·tanh(d + H·x), as `NPLMLayer.call` does."""
-        return self.output_logits(self.hidden(context))
+    def member_weights(self, context: tf.Tensor) -> tf.Tensor:
+        """λ_i(h) of every member for each context, (B, members) float64."""
+        if self.mixture_of_one:
+            lam = self.ngrams[0].mixture_weight(context)
+            return tf.stack([lam, 1 - lam], axis=1)
+        buckets = int(self.weights.shape[0])
+        if buckets == 1 or not self.ngrams:
+            return tf.tile(self.weights[:1], [tf.shape(context)[0], 1])
+        return tf.gather(self.weights, self.ngrams[0].context_bucket(context, buckets))
+
+    def mix(self, context: tf.Tensor, values: list[tf.Tensor]) -> tf.Tensor:
+        """Σ_i λ_i(h) · values_i, each (B, ...) float64, in the members' order."""
+        lam = self.member_weights(context)
+        total = None
+        for i, value in enumerate(values):
+            w = lam[:, i] if value.shape.rank == 1 else lam[:, i : i + 1]
+            total = w * value if total is None else total + w * value
+        return total
 
     def distribution(self, context: tf.Tensor) -> tf.Tensor:
         """(B, c) oldest first -> (B, |V|) float64 P(· | context), the mixture's when there is one."""
-        if self.tail is None:
-            p_nn = tf.cast(tf.nn.softmax(self.network_logits(context)), tf.float64)
-        else:
-            p_nn = self.tail.distribution(self.network_logits(context), context)
-        if self.ngram is None:
-            return p_nn
-        lam = self.ngram.mixture_weight(context)[:, None]
-        return lam * p_nn + (1 - lam) * self.ngram.distribution(context)
+        ps = [net.head.distribution(self.network_outputs(context, i), context) for i, net in enumerate(self.networks)]
+        ps += [ngram.distribution(context) for ngram in self.ngrams]
+        return ps[0] if self.single else self.mix(context, ps)
 
     def token_log_probs(self, context: tf.Tensor, target: tf.Tensor) -> tf.Tensor:
-        """ln P(target | context), (T,) float64, the network run on chunks of `score_chunk` windows."""
+        """ln P(target | context), (T,) float64, each network run on chunks of `score_chunk` windows."""
         total = tf.shape(target)[0]
         ctx, tgt = self.in_chunks((context, target), self.score_chunk)
 
-        def chunk_log_probs(args):
-            if self.reads_outputs:  # the network tail: its tail's outputs only where the target is
-                return self.tail.log_prob_of_outputs(self.hidden(args[0]), self.output_logits, args[1])
-            logits = self.network_logits(args[0])  # (chunk, outputs)
-            if self.tail is not None:
-                return self.tail.log_prob(logits, args[0], args[1])  # (chunk,) float64
-            return tf.cast(model_lib.log_softmax_at(logits, args[1]), tf.float64)  # (chunk,)
+        def network_log_probs(i):
+            def chunk_log_probs(args):
+                return self.networks[i].head.log_prob(self.network_outputs(args[0], i), args[0], args[1])
 
-        ln_nn = tf.cond(  # an empty batch has no chunk, and map_fn cannot stack zero chunks of unknown size
-            total > 0,
-            lambda: tf.reshape(tf.map_fn(chunk_log_probs, (ctx, tgt), fn_output_signature=tf.float64), [-1])[:total],
-            lambda: tf.zeros([0], tf.float64),
-        )
-        if self.ngram is None:
-            return ln_nn
-        lam = self.ngram.mixture_weight(context)
-        return tf.math.log(lam * tf.exp(ln_nn) + (1 - lam) * self.ngram.token_probabilities(context, target))
+            return tf.cond(  # an empty batch has no chunk, and map_fn cannot stack zero chunks of unknown size
+                total > 0,
+                lambda: tf.reshape(tf.map_fn(chunk_log_probs, (ctx, tgt), fn_output_signature=tf.float64), [-1])[
+                    :total
+                ],
+                lambda: tf.zeros([0], tf.float64),
+            )
+
+        ln = [network_log_probs(i) for i in range(len(self.networks))]
+        if self.single:
+            return ln[0]
+        ps = [tf.exp(x) for x in ln] + [ngram.token_probabilities(context, target) for ngram in self.ngrams]
+        return tf.math.log(self.mix(context, ps))
 
     # ------------------------------------------------------------ signatures --
 
@@ -268,15 +313,8 @@ class Server(tf.Module):
 
     def top_words_of(self, context: tf.Tensor, k: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
         """`top_words` for contexts ranked at once."""
-        if self.ngram is None and self.tail is None:  # softmax is monotone: rank the logits, normalize the k kept
-            logits = self.network_logits(context)
-            top = tf.math.top_k(logits, k=k)
-            values = tf.exp(top.values - tf.reduce_logsumexp(logits, axis=1, keepdims=True))
-            return tf.cast(values, tf.float64), tf.cast(top.indices, tf.int64)
-        if self.ngram is None and self.reads_outputs:  # the tail's outputs only where a tail word can rank
-            return self.tail.top_k_of_outputs(self.hidden(context), self.output_logits, k)
-        if self.ngram is None:  # a short list: rank the list and the tail's candidates, not all of |V|
-            return self.tail.top_k(self.network_logits(context), context, k)
+        if self.single:  # the head ranks its own outputs (a short list: not all of |V|)
+            return self.networks[0].head.top_k(self.network_outputs(context), context, k)
         top = tf.math.top_k(self.distribution(context), k=k)
         return top.values, tf.cast(top.indices, tf.int64)
 
@@ -307,7 +345,7 @@ class Server(tf.Module):
 
         With top_k > 0 each word is drawn among `next_word`'s k best (ties to the lower id), which `top_words`
         finds without the (B, |V|) distribution; top_k <= 0 draws from every word (a short list's at temperature
-        1 without that distribution either: `ShortListTail.sample`). Unless `allow_unk`, `<unk>` is never
+        1 without that distribution either: `Head.sample`). Unless `allow_unk`, `<unk>` is never
         chosen: the other words' probabilities are renormalized. A request of more than `row_chunk` prompts is
         generated in chunks of at most that many (`by_rows`), each after the first with seeds of its own.
         """
@@ -356,13 +394,9 @@ class Server(tf.Module):
                 if not self.samples_without_distribution:
                     return from_distribution(context, i)
 
-                def from_parts():  # a short list at temperature 1: drawn from its parts, exactly
-                    ban = ~allow_unk
-                    if self.reads_outputs:  # the network tail: its tail's outputs only for the rows that drew it
-                        return self.tail.sample_of_outputs(
-                            self.hidden(context), self.output_logits, step_seed(i), self.unk_id, ban
-                        )
-                    return self.tail.sample(self.network_logits(context), context, step_seed(i), self.unk_id, ban)
+                def from_parts():  # at temperature 1: drawn by the head from its parts, exactly
+                    outputs = self.network_outputs(context)
+                    return self.networks[0].head.sample(outputs, context, step_seed(i), self.unk_id, ~allow_unk)
 
                 return tf.cond(tf.equal(temperature, 1.0), from_parts, lambda: from_distribution(context, i))
 

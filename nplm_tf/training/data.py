@@ -20,7 +20,9 @@ EVAL_BATCH_SIZE = 1024  # windows per scoring batch, at most
 def eval_batch_size(config: Config, vocab_size: int) -> int:
     """Windows per scoring batch: `EVAL_BATCH_SIZE`, fewer where the output layer is wider than 131,072 (a full
     or sampled softmax over a large vocabulary), so that a batch holds at most `config.LOGITS_PER_BATCH` logits."""
-    return config_lib.rows_per_batch(config.output_size(vocab_size), EVAL_BATCH_SIZE)
+    from nplm_tf.network import heads
+
+    return config_lib.rows_per_batch(heads.make(config, vocab_size).output_size(), EVAL_BATCH_SIZE)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -106,7 +108,9 @@ def large_vocabulary_note(config: Config, vocab_size: int) -> str | None:
     """One sentence when a full-softmax run's vocabulary is large enough that its output layer, O(h·|V|) per
     token, is most of the training time and a short list or sampled training trains several times faster
     (benchmarks/README.md, GCIDE); else None."""
-    if vocab_size < LARGE_VOCABULARY or config.shortlist or config.loss != "softmax":
+    from nplm_tf.network import heads
+
+    if vocab_size < LARGE_VOCABULARY or heads.name_of(config) != "softmax" or heads.sampled(config):
         return None
     return (
         f"note: |V| = {vocab_size:,}, so the full softmax's output layer takes most of each step; a short list "

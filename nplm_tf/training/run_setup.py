@@ -61,7 +61,7 @@ def set_up_run(
     writer: bool = True,
 ) -> tuple[dict | None, Data | None, kn.KneserNey | None]:
     """The start of every run, in the order that lets a refused run write nothing: (metrics, None, None) for a
-    run that already finished, else (None, data, the n-gram of an n-gram tail: `tail.tail_of` makes the tail).
+    run that already finished, else (None, data, the n-gram of an n-gram tail: `heads.make` gives it to the head).
 
     Every process checks the directory's configuration, the data and a new run's --ngram_dir; the `writer`
     (the one process, or a multi-worker run's chief) takes the directory's lock before it removes what a

@@ -57,7 +57,7 @@ def check_kept_tail(config: Config, model_dir: str, ngram_dir: str | None) -> No
 
 def keep_tail(config: Config, vocab: vocab_lib.Vocabulary, model_dir: str, new: NewTail) -> kn.KneserNey | None:
     """The n-gram of a short-list run's n-gram tail, kept in MODEL_DIR/tail_ngram (None for a full softmax or
-    the network tail, which have none); `tail_of` makes the tail from it.
+    the network tail, which have none); `heads.make` gives it to the head.
 
     The first run keeps `new`'s model: modified Kneser-Ney of order `config.tail_order` built on the train
     split with the network's vocabulary (pruned at `config.tail_prune`), or a copy of the model in

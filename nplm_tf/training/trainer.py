@@ -16,7 +16,7 @@ import tensorflow as tf
 
 from nplm_tf.config import STEPS_PER_EXECUTION, Config
 from nplm_tf.inference import embeddings
-from nplm_tf.network import loading, objectives, scoring
+from nplm_tf.network import heads, scoring
 from nplm_tf.network import model as model_lib
 from nplm_tf.run_dir import RunDir, TrainingLock
 from nplm_tf.serving import saved_model
@@ -29,34 +29,21 @@ from pipelines import vocabulary as vocab_lib
 from pipelines.errors import UserError
 
 
-def build_compiled_model(config: Config, vocab: vocab_lib.Vocabulary, strategy: tf.distribute.Strategy) -> keras.Model:
+def build_compiled_model(
+    config: Config, vocab: vocab_lib.Vocabulary, strategy: tf.distribute.Strategy, head: heads.Head | None = None
+) -> keras.Model:
     with strategy.scope():
-        model = model_lib.build_model(config, vocab.size)
+        model = model_lib.build_model(config, vocab.size, head)
         steps = STEPS_PER_EXECUTION if strategy.num_replicas_in_sync == 1 else 1
-        objective = objectives.make_objective(config, vocab.counts)
+        objective = heads.objective(config, model.head, vocab.counts)
         model_lib.compile_model(model, config, steps_per_execution=steps, objective=objective)
     return model
 
 
-def init_output_bias(model: keras.Model, vocab: vocab_lib.Vocabulary, config: Config | None = None) -> None:
-    """b = ln of the train unigram frequencies of the outputs: training starts from the unigram model.
-
-    A short list's outputs are its N words and, with the class tail, the tail's total; with the back-off
-    tail the list's frequencies are normalized over the list; the network tail's are the class tail's and
-    then its words' frequencies normalized over the tail.
-    """
-    counts = np.asarray(vocab.counts, np.float64) + 1.0  # add-one: <unk> may count 0
-    shortlist = config.shortlist if config is not None else 0
-    head = counts
-    if shortlist and config.tail in ("class", "network"):
-        head = np.append(counts[:shortlist], counts[shortlist:].sum())
-    elif shortlist:
-        head = counts[:shortlist]
-    bias = np.log(head / head.sum())
-    if shortlist and config.network_tail:  # then the tail's own softmax: its words' frequencies in the tail
-        tail = counts[shortlist:]
-        bias = np.append(bias, np.log(tail / tail.sum()))
-    model.get_layer("nplm").b.assign(bias.astype(np.float32))
+def init_output_bias(model: keras.Model, vocab: vocab_lib.Vocabulary) -> None:
+    """b = ln of the train unigram frequencies of the outputs (`Head.initial_bias`): training starts from the
+    unigram model."""
+    model.get_layer("nplm").b.assign(model.head.initial_bias(vocab.counts))
 
 
 def train_and_evaluate(
@@ -110,7 +97,7 @@ def _train_and_evaluate(
     finished, data, tail_ngram = set_up
     if finished is not None:
         return finished
-    tail = loading.tail_of(config, tail_ngram)
+    head = heads.make(config, data.vocab.size, tail_ngram)
     strategy = strategy or tf.distribute.get_strategy()
     keras.utils.set_random_seed(config.seed)
 
@@ -119,9 +106,9 @@ def _train_and_evaluate(
     train_ds = data.train_dataset(corpus, config, epoch)
     valid_ds = data.dataset(corpus, "valid", config)
     if model is None:
-        model = build_compiled_model(config, data.vocab, strategy)
-    model_lib.attach_tail(model, tail)
-    init_output_bias(model, data.vocab, config)  # a resume restores the trained b over this
+        model = build_compiled_model(config, data.vocab, strategy, head)
+    model.head = head  # a model built by the caller (keras-tuner) scores with the run's tail n-gram
+    init_output_bias(model, data.vocab)  # a resume restores the trained b over this
     print(
         f"training {model.count_params():,} parameters on {strategy.num_replicas_in_sync} replica(s); "
         f"{data.tokens['train']:,} train tokens, |V| = {data.vocab.size:,}",
@@ -245,6 +232,6 @@ def evaluate_all(
         "oov_rate": {name: s.oov_rate for name, s in scores.items()},
         "config": config.to_dict(),
     }
-    if config.loss != "softmax":  # how far a sampled objective left the model from normalizing itself
+    if heads.sampled(config):  # how far a sampled objective left the model from normalizing itself
         metrics["valid_log_normalizer"] = scoring.log_normalizer(model, data.dataset(corpus, "valid", config))
     return metrics

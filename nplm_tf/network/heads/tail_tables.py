@@ -1,12 +1,13 @@
-"""A short list's exact probabilities over the whole vocabulary: the network's list, the n-gram's tail.
+"""The tables and graph code of a short list's n-gram tail: exact probabilities over the whole vocabulary.
 
 With L the N most frequent words (ids 0..N-1), T the rest, P_ng a Kneser-Ney model and
-m(C) = Σ_{j∈L} P_ng(j | C) (Goodfellow et al. §12.4.3.1; Schwenk 2007):
+m(C) = Σ_{j∈L} P_ng(j | C) (Goodfellow et al. §12.4.3.1; Schwenk 2007), a head whose network has a "tail"
+output (`head.tail_output`: the class tail, `ngram_tail`) gives
 
-- `class` tail: P(i | C) = P_nn(i | C) for i in L, and P_nn(tail | C) · P_ng(i | C) / (1 − m(C)) for i in T;
-- `backoff` tail: P(i | C) = P_nn(i | C) · m(C) for i in L, and P_ng(i | C) for i in T.
+    P(i | C) = q(i | C) for i in L, and q(tail | C) · P_ng(i | C) / (1 − m(C)) for i in T,
 
-Both sum to one over V. m(C) is exact and cheap: it recurses through the context's suffixes
+and one without it (the back-off tail) P(i | C) = q(i | C) · m(C) for i in L, and P_ng(i | C) for i in T, with
+q the network's distribution over its outputs (`head.network_probs`). Both sum to one over V. m(C) is exact and cheap: it recurses through the context's suffixes
 (`KneserNey.short_list_tables`), touching only the list words seen after each, never all of L. Everything
 here is core TensorFlow ops in float64, so the same module scores in evaluation and in the SavedModel.
 Contexts are (batch, c) int64 ids, oldest first, `<s>`-padded.
@@ -22,7 +23,6 @@ import tensorflow as tf
 from nplm_tf.baselines import kneser_ney as kn
 from nplm_tf.baselines import ngram_graph
 from nplm_tf.baselines.ngram_graph import read
-from nplm_tf.network import model as model_lib
 
 
 def id_table(values: np.ndarray, bound: int) -> tf.Variable:
@@ -37,16 +37,19 @@ class ShortListTail(tf.Module):
     Args:
       ngram: the tail's `KneserNey` model, on the network's vocabulary.
       list_size: N.
-      tail: "class" (logits have N + 1 columns, the last "in the tail") or "backoff" (N columns).
+      head: the head (`ngram_tail.NgramTail`): the network's own distribution q over its outputs
+        (`network_probs`, `network_log_probs`, `network_log_prob_at`) and whether its last output is the tail
+        (`tail_output`).
     """
 
-    def __init__(self, ngram: kn.KneserNey, list_size: int, tail: str, name: str = "shortlist_tail"):
+    def __init__(self, ngram: kn.KneserNey, list_size: int, head, name: str = "shortlist_tail"):
         super().__init__(name=name)
         if not isinstance(ngram, kn.KneserNey):
             raise kn.NgramError("a short list's tail needs a Kneser-Ney model (nplm_tf.ngram --smoothing=kneser_ney).")
         if not 0 < list_size <= ngram.vocab_size:
             raise kn.NgramError(f"list_size={list_size} must be in [1, |V| = {ngram.vocab_size}].")
-        self.list_size, self.tail, self.vocab_size = int(list_size), tail, ngram.vocab_size
+        self.list_size, self.vocab_size = int(list_size), ngram.vocab_size
+        self.owner = head  # plain Python: not tracked by tf.Module
         self.ngram = ngram_graph.ServingKneserNey(ngram, [1.0], name="tail_ngram")
         base, deltas, tail_discounted = ngram.short_list_tables(list_size)
         self.base_mass = tf.constant(base, tf.float64)
@@ -133,19 +136,19 @@ class ShortListTail(tf.Module):
         """ln P(target | context), (batch,) float64, from the network's logits (batch, N [+ 1])."""
         context, target = tf.cast(context, tf.int64), tf.cast(target, tf.int64)
         in_list = target < self.list_size
-        column = tf.where(in_list, target, self.list_size if self.tail == "class" else 0)
-        ln_nn = tf.cast(model_lib.log_softmax_at(logits, column), tf.float64)
+        column = tf.where(in_list, target, self.list_size if self.owner.tail_output else 0)
+        ln_nn = self.owner.network_log_prob_at(logits, column)
         suffixes = self.ngram.suffix_ids(context)
         mass = self.list_mass(context, suffixes)
         ln_ng = tf.math.log(self.ngram.token_probabilities(context, target, suffixes))
-        if self.tail == "class":
+        if self.owner.tail_output:
             return tf.where(in_list, ln_nn, ln_nn + ln_ng - tf.math.log(1.0 - mass))
         return tf.where(in_list, ln_nn + tf.math.log(mass), ln_ng)
 
     def distribution(self, logits: tf.Tensor, context: tf.Tensor) -> tf.Tensor:
         """P(· | context) over all |V| words, (batch, |V|) float64."""
         context = tf.cast(context, tf.int64)
-        p_nn = tf.cast(tf.nn.softmax(logits), tf.float64)  # (batch, N [+ 1])
+        p_nn = self.owner.network_probs(logits)  # (batch, N [+ 1])
         p_ng = self.ngram.distribution(context)  # (batch, |V|)
         listed, scale = self.list_and_tail_scale(p_nn, self.list_mass(context))
         return tf.concat([listed, p_ng[:, self.list_size :] * scale[:, None]], axis=1)
@@ -154,7 +157,7 @@ class ShortListTail(tf.Module):
         """(P(i | C) of the list words (batch, N), and the factor (batch,) that turns a tail word's P_ng into
         its P(i | C)), from the network's softmax (batch, N [+ 1]) and m(C), both float64."""
         n = self.list_size
-        if self.tail == "class":
+        if self.owner.tail_output:
             return p_nn[:, :n], p_nn[:, n] / (1.0 - mass)
         return p_nn * mass[:, None], tf.ones_like(mass)
 
@@ -183,7 +186,7 @@ class ShortListTail(tf.Module):
         """
         context = tf.cast(context, tf.int64)
         n, ngram = self.list_size, self.ngram
-        p_nn = tf.cast(tf.nn.softmax(logits), tf.float64)  # (batch, N [+ 1])
+        p_nn = self.owner.network_probs(logits)  # (batch, N [+ 1])
         rows = tf.shape(context)[0]
         slots = tf.range(tf.cast(k, self.starts.dtype))  # (k,) offsets, in the tables' type
         head = tf.minimum(slots, tf.size(self.head, out_type=slots.dtype) - 1)  # past the tail: its -1 end again
@@ -218,8 +221,8 @@ class ShortListTail(tf.Module):
     def sample(self, logits: tf.Tensor, context: tf.Tensor, seed: tf.Tensor, banned=None, ban=True) -> tf.Tensor:
         """One word per row drawn from `distribution`, (batch,) int64, without building it (`rank_tail` must have run).
 
-        The list side is the network's softmax (`class`: its N + 1 outputs, the last standing for the tail;
-        `backoff`: the list with probability m(C), else the tail). A tail word comes from the n-gram restricted
+        The list side is the network's distribution q (with a tail output: its N + 1 outputs, the last
+        standing for the tail; without: the list with probability m(C), else the tail). A tail word comes from the n-gram restricted
         to the tail, P_ng(w | C) / (1 - m(C)), taken apart along its interpolation: P_ng(w | C) = Σ_k Λ_k·p̃_k(w |
         h_k) + Λ_1·p_1(w), with Λ_k the γ of the suffixes longer than h_k (as `top_k` values them). A level is
         drawn in proportion to Λ_k times its tail mass in p̃, then a word by inverse CDF over that context's
@@ -238,9 +241,9 @@ class ShortListTail(tf.Module):
             if not 0 <= banned < n:
                 raise ValueError(f"only a list word can be banned from sampling; {banned} is not below N = {n}.")
             shut |= (column == banned) & tf.cast(ban, tf.bool)
-        if self.tail == "class" and n == self.vocab_size:
+        if self.owner.tail_output and n == self.vocab_size:
             shut |= column == n  # no tail word to stand for
-        log_nn = tf.where(shut[None, :], tf.constant(-1e30, tf.float64), tf.nn.log_softmax(tf.cast(logits, tf.float64)))
+        log_nn = tf.where(shut[None, :], tf.constant(-1e30, tf.float64), self.owner.network_log_probs(logits))
         pick = tf.random.stateless_categorical(log_nn, 1, seed=split[0])[:, 0]  # (batch,) an output
         if n == self.vocab_size:
             return pick  # every word is in the list
@@ -272,7 +275,7 @@ class ShortListTail(tf.Module):
         tail_word = tf.where(level == 0, unigram, tf.gather(read(self.ranked_words), tf.maximum(found, 0)))
         tail_word = tf.cast(tail_word, tf.int64)
 
-        if self.tail == "class":
+        if self.owner.tail_output:
             return tf.where(pick == n, tail_word, pick)
         listed = mass * tf.reduce_sum(tf.exp(log_nn), axis=1)  # the list's probability, a banned word left out
         in_tail = uniform[2] * (listed + 1.0 - mass) >= listed

@@ -1,0 +1,69 @@
+"""The TensorFlow operations the heads share: the softmax's −ln P with its one-pass gradient, one column of a
+log-softmax, and a matrix split in two with the decay of both in one gradient pass."""
+
+from __future__ import annotations
+
+import tensorflow as tf
+
+
+@tf.function(jit_compile=True, autograph=False)
+def _xent_gradient(probabilities, targets, upstream):
+    # d(-ln p_t)/dz = p - onehot(t), scaled by the upstream gradient: one XLA pass.
+    onehot = tf.one_hot(targets, tf.shape(probabilities)[1], dtype=probabilities.dtype)
+    return (probabilities - onehot) * upstream[:, None]
+
+
+@tf.custom_gradient
+def _softmax_nll(targets, logits):
+    # TensorFlow's softmax kernel (oneDNN on x86) is one fast pass over the
+    # (batch, |V|) logits; the loss is read off the target's probability and
+    # the gradient p - onehot(t) costs one more pass. TensorFlow's fused
+    # cross-entropy kernel and XLA's made several passes each, and took longer.
+    probabilities = tf.nn.softmax(logits)
+    p_target = tf.gather(probabilities, targets, axis=1, batch_dims=1)
+    nll = tf.cond(
+        tf.reduce_all(p_target > 1e-30),
+        lambda: -tf.math.log(p_target),
+        # A target probability near float32's underflow: exactly, from the logits.
+        lambda: tf.reduce_logsumexp(logits, axis=1) - tf.gather(logits, targets, axis=1, batch_dims=1),
+    )
+
+    def gradient(upstream):
+        return None, _xent_gradient(probabilities, targets, upstream)
+
+    return nll, gradient
+
+
+def token_nll(targets, logits):
+    """-ln P(target | context) per example, from float32 logits (batch, |V|): training's softmax loss."""
+    return _softmax_nll(tf.cast(tf.reshape(targets, [-1]), tf.int32), tf.cast(logits, tf.float32))  # (batch,)
+
+
+def log_softmax_at(logits, columns):
+    """ln softmax(logits)[column] per row, (batch,): the column's logit minus the row's logsumexp, without the
+    (batch, |V|) log_softmax (scoring needs one column of it). Core ops only: serving graphs use it."""
+    return tf.gather(logits, columns, batch_dims=1) - tf.reduce_logsumexp(logits, axis=1)
+
+
+@tf.function(jit_compile=True, autograph=False)
+def _split_rows_gradient(output, d_head, d_tail, d_square_sum):
+    """The gradient of `output` from those of its two slices and of Σ output²."""
+    return tf.concat([d_head, d_tail], axis=0) + (2 * d_square_sum) * output
+
+
+def split_rows(output, split: int):
+    """(output[:split], output[split:], Σ output²), the gradient in one pass over `output`.
+
+    Left to the tape, each slice's gradient was a zero-padded copy of the whole (|V| + 1, D) matrix, and the
+    two copies and the decay term's 2·w were summed in further passes (`benchmarks.throughput --tail=network`
+    measures the difference).
+    """
+
+    @tf.custom_gradient
+    def forward(output):
+        def gradient(d_head, d_tail, d_square_sum):
+            return _split_rows_gradient(output, d_head, d_tail, d_square_sum)
+
+        return (output[:split], output[split:], 2 * tf.nn.l2_loss(output)), gradient
+
+    return forward(output)

@@ -1,0 +1,58 @@
+"""The full softmax over the vocabulary: equation (1)'s P(w | C) = exp(y_w) / Σ_v exp(y_v), the paper's head.
+
+The sampled losses (sampled softmax, NCE: `network.objectives.Sampled`) train this head too; it is always
+scored exactly.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from nplm_tf.network.heads import base, np_ops
+from nplm_tf.network.heads.base import tf
+
+
+class FullSoftmax(base.Head):
+    name = "softmax"
+
+    def output_size(self) -> int:
+        return self.vocab_size
+
+    def initial_bias(self, counts) -> np.ndarray:
+        return base.log_frequencies(base.unigram(counts)).astype(np.float32)
+
+    def nll(self, targets, logits):
+        from nplm_tf.network.heads import ops
+
+        return ops.token_nll(targets, logits)
+
+    def log_prob(self, outputs, context, target):
+        outputs = base.as_outputs(outputs)
+        from nplm_tf.network.heads import ops
+
+        return tf.cast(ops.log_softmax_at(outputs.logits(), target), tf.float64)
+
+    def distribution(self, outputs, context):
+        outputs = base.as_outputs(outputs)
+        return tf.cast(tf.nn.softmax(outputs.logits()), tf.float64)
+
+    def top_k(self, outputs, context, k):
+        outputs = base.as_outputs(outputs)
+        logits = outputs.logits()  # softmax is monotone: rank the logits, normalize the k kept
+        top = tf.math.top_k(logits, k=k)
+        values = tf.exp(top.values - tf.reduce_logsumexp(logits, axis=1, keepdims=True))
+        return tf.cast(values, tf.float64), tf.cast(top.indices, tf.int64)
+
+    def np_network_log_probs(self, outputs, target):
+        outputs = base.as_outputs(outputs)
+        return np_ops.log_softmax_at(outputs.logits(), target)
+
+    def np_distribution(self, outputs, context):
+        outputs = base.as_outputs(outputs)
+        return np_ops.softmax(outputs.logits())
+
+    def np_unnormalized(self, outputs):
+        outputs = base.as_outputs(outputs)
+        y = outputs.logits()
+        e, top = np_ops.shifted_exp(y)
+        return y, np.log(e.sum(axis=1, dtype=np.float64)) + top[:, 0]

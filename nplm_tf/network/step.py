@@ -1,0 +1,28 @@
+"""One training step, for every loop that trains: Keras `fit` (`NPLMModel.train_step`), the multi-worker
+loop (`distributed.multi_worker`) and local SGD (`distributed.local_sgd`).
+
+Replicas each compute their share of the global batch's loss and their gradients are summed, so each
+contributes (its batch's mean −ln P + R(θ)) / replicas: the global mean (replica batches are equal,
+`training.strategies.check_batch_split`) plus R(θ) once. A local-SGD worker is one replica of its own.
+"""
+
+from __future__ import annotations
+
+import tensorflow as tf
+
+
+def replica_loss(nll, regularization, replicas):
+    """This replica's share of the loss: (mean of its −ln P (batch,) + R(θ)) / replicas."""
+    return (tf.reduce_mean(nll) + regularization) / replicas
+
+
+def train_step(model, optimizer, objective, context, target, replicas, step=None, worker=0):
+    """One step of `objective` (`network.objectives`) on a replica's batch: the gradients of `replica_loss`,
+    applied by `optimizer`. `step` and `worker` key a sampled objective's noise (default: the optimizer's
+    step, worker 0). Returns (−ln P per example, R(θ))."""
+    with tf.GradientTape() as tape:
+        nll, regularization = objective.losses(model, context, target, step=step, worker=worker)
+        loss = replica_loss(nll, regularization, replicas)
+    gradients = tape.gradient(loss, model.trainable_variables)
+    optimizer.apply(gradients, model.trainable_variables)
+    return nll, regularization

@@ -1,0 +1,72 @@
+"""The output heads (`nplm_tf.network.heads`): one owner per output distribution, registered in one place."""
+
+import glob
+import re
+
+import numpy as np
+import pytest
+
+from nplm_tf import config as config_lib
+from nplm_tf.network import heads
+from tests import helpers
+
+V, N = 30, 8
+
+
+@pytest.mark.parametrize("name", ["softmax", *config_lib.TAILS])
+def test_every_head_sizes_its_outputs_and_starts_from_the_unigram_model(name):
+    """The flag's every tail has a head; its initial biases are one per output and, through its own
+    distribution, give each list word its train frequency (so the head's outputs and biases agree)."""
+    head = heads.named(name, N, V)
+    counts = np.arange(V, 0, -1, dtype=np.float64) * 3
+    bias = head.initial_bias(counts)
+    assert bias.shape == (head.output_size(),) and bias.dtype == np.float32
+    frequency = (counts + 1) / (counts + 1).sum()
+    if name == "backoff":  # the list's own distribution
+        frequency = frequency[:N] / frequency[:N].sum()
+    e = np.exp(bias.astype(np.float64))
+    e /= e[: N + 1].sum() if name in ("class", "network") else e.sum()
+    np.testing.assert_allclose(e[: min(N, len(e))], frequency[:N], rtol=1e-5)
+
+
+def test_the_n_gram_tails_of_the_config_are_the_heads_that_need_one():
+    needing = {name for name in config_lib.TAILS if heads.head_class(name).needs_ngram}
+    assert needing == set(config_lib.NGRAM_TAILS)
+    for name in config_lib.TAILS:
+        config = config_lib.Config(shortlist=N, tail=name)
+        assert config.ngram_tail == heads.needs_ngram(config)
+        assert heads.make(config, V).name == name
+    assert heads.make(config_lib.Config(), V).name == "softmax"
+
+
+def test_an_unknown_head_is_named_in_one_sentence():
+    with pytest.raises(ValueError, match="no output head 'unigram'"):
+        heads.named("unigram", N, V)
+
+
+# Where the tail and the loss may be read: the head factory, the configuration's validation, and the flag
+# checks and messages of the binaries and the tuner, which name them back to the user.
+READERS = {
+    "nplm_tf/network/heads/__init__.py",
+    "nplm_tf/config.py",
+    "nplm_tf/train.py",
+    "nplm_tf/inference/nplm_format.py",
+    "tuning/hypermodel.py",
+    "tuning/search.py",
+    "tuning/search_lib.py",
+}
+
+
+def test_nothing_outside_the_factory_branches_on_the_tail_or_the_loss():
+    """The output distribution has one owner: no module but those above reads `config.tail` or
+    `config.loss`, and no model carries a head set behind Keras's back."""
+    found = []
+    for package in ("nplm_tf", "pipelines", "tuning"):
+        for path in sorted(glob.glob(f"{package}/**/*.py", root_dir=helpers.ROOT, recursive=True)):
+            with open(f"{helpers.ROOT}/{path}", encoding="utf-8") as f:
+                text = f.read()
+            if path not in READERS and re.search(r"\.(tail|loss)\b(?!_)", text):
+                found.append(path)
+            if "object.__setattr__(model" in text:
+                found.append(f"{path} (object.__setattr__)")
+    assert found == []
