@@ -17,8 +17,8 @@ from pipelines.errors import UserError
 
 OPTIMIZERS = ("sgd", "adam")
 PRECISIONS = ("float32", "mixed_bfloat16")
-TAILS = ("class", "backoff", "network")  # the short list's heads (`network.heads`)
-NGRAM_TAILS = ("class", "backoff")  # those whose tail a Kneser-Ney n-gram scores
+TAILS = ("class", "backoff", "sigmoid", "network")  # the short list's heads (`network.heads`)
+NGRAM_TAILS = ("class", "backoff", "sigmoid")  # those whose tail a Kneser-Ney n-gram scores
 LOSSES = ("softmax", "sampled_softmax", "nce")
 DEFAULT_TAIL_ORDER = 4
 # Training steps per tf.function call (`training.trainer`): amortizes Keras's per-step Python cost on one

@@ -98,6 +98,7 @@ flags.DEFINE_enum(
     list(config_lib.TAILS),
     "With --shortlist: 'class' (N + 1 outputs, the last 'in the tail'; "
     "Goodfellow et al. eq. 12.10), 'backoff' (N outputs scaled by the n-gram's list mass; Schwenk 2007), "
+    "'sigmoid' (eq. 12.10's first form: a sigmoid output for 'in the tail', a softmax over the N list words), "
     "or 'network' (the class tail's words scored by a second softmax of the network instead of an n-gram; in "
     "training it is computed only for the targets in the tail).",
 )

@@ -232,7 +232,7 @@ def test_a_short_list_tail_read_from_arpa_has_the_recursive_list_mass_and_sums_t
     contexts = rng.integers(0, size + 1, size=(40, 4))
     contexts[:6, :3] = size  # line starts: <s> padding
     rows, targets = np.repeat(np.arange(40), size), np.tile(np.arange(size), 40)
-    for kind in ("class", "backoff"):
+    for kind in ("class", "backoff", "sigmoid"):
         tail = heads.named(kind, 12, model.vocab_size, model)
         brute = [model.distribution(list(c))[:12].sum() for c in contexts]
         np.testing.assert_allclose(

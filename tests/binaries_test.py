@@ -469,7 +469,7 @@ def test_interrupted_training_resumes(sig, code, data, tmp_path):
         (
             "nplm_tf.train",
             ["--model_dir=OUT", "--tail=foo"],
-            "error: --tail=foo is not one of class, backoff, network.",
+            "error: --tail=foo is not one of class, backoff, sigmoid, network.",
         ),
         (
             "nplm_tf.evaluate",

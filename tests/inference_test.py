@@ -19,6 +19,7 @@ HEADS = {
     "softmax": {},
     "class": {"shortlist": 8},
     "backoff": {"shortlist": 8, "tail": "backoff"},
+    "sigmoid": {"shortlist": 8, "tail": "sigmoid"},
     "network": {"shortlist": 8, "tail": "network"},
     "network_direct": {"shortlist": 8, "tail": "network", "direct": True},
     "nce": {"loss": "nce", "num_sampled": 5},

@@ -63,7 +63,9 @@ def all_targets_log_probs(tail, logits, contexts):
     return tf.reshape(tail.log_prob(tf.gather(logits, rows), tf.gather(contexts, rows), targets), [-1, V]).numpy()
 
 
-@pytest.mark.parametrize("tail_kind,prune", [("class", ()), ("backoff", ()), ("class", (0, 1))])
+@pytest.mark.parametrize(
+    "tail_kind,prune", [("class", ()), ("backoff", ()), ("sigmoid", ()), ("class", (0, 1)), ("sigmoid", (0, 1))]
+)
 def test_probabilities_sum_to_one_over_the_whole_vocabulary(tail_kind, prune):
     tail = heads.named(tail_kind, 12, V, random_ngram(4, prune=prune))
     contexts = random_contexts(1)
@@ -75,7 +77,7 @@ def test_probabilities_sum_to_one_over_the_whole_vocabulary(tail_kind, prune):
     np.testing.assert_allclose(distribution, by_target, rtol=1e-5)
 
 
-@pytest.mark.parametrize("tail_kind", ["class", "backoff"])
+@pytest.mark.parametrize("tail_kind", ["class", "backoff", "sigmoid"])
 def test_a_missing_tail_normalizer_is_caught(tail_kind, monkeypatch):
     """The check above fails when m(C) is left out of the formulas."""
     tail = heads.named(tail_kind, 12, V, random_ngram(4))
@@ -87,12 +89,33 @@ def test_a_missing_tail_normalizer_is_caught(tail_kind, monkeypatch):
     assert np.abs(sums - 1).max() > 1e-3
 
 
+def test_the_sigmoid_tail_is_the_first_form_of_eq_12_10():
+    """P(i ∈ T | C) = σ(s) of the last output, the list words share 1 − σ(s) by a softmax over the N list
+    outputs, and training minimizes −ln of that (a tail target: −ln σ(s)): the class tail's formula (a softmax
+    over N + 1 outputs) in its place fails each check."""
+    n = 12
+    tail = heads.named("sigmoid", n, V, random_ngram(4))
+    contexts = random_contexts(1)
+    logits = tf.random.stateless_normal([40, n + 1], seed=[3, 5]) * 3
+    p = tail.distribution(logits, contexts).numpy()
+    y = logits.numpy().astype(np.float64)
+    in_tail = 1 / (1 + np.exp(-y[:, n]))
+    listed = np.exp(y[:, :n]) / np.exp(y[:, :n]).sum(axis=1, keepdims=True) * (1 - in_tail)[:, None]
+    np.testing.assert_allclose(p[:, n:].sum(axis=1), in_tail, rtol=1e-5)
+    np.testing.assert_allclose(p[:, :n], listed, rtol=1e-5)
+    targets = np.arange(40) % V
+    q = np.where(targets < n, listed[np.arange(40), np.minimum(targets, n - 1)], in_tail)
+    np.testing.assert_allclose(tail.nll(tf.constant(targets), logits).numpy(), -np.log(q), rtol=1e-5)
+
+
 @pytest.mark.parametrize(
     "tail_kind,list_size,prune",
     [
         ("class", 6, ()),
         ("backoff", 6, ()),
+        ("sigmoid", 6, ()),
         ("class", V, ()),
+        ("sigmoid", V, ()),
         ("class", 6, (0, 1)),
     ],
 )
@@ -448,6 +471,7 @@ def test_sampled_training_lowers_the_exact_perplexity_and_scores_as_a_full_softm
         ("class", 6, 1, ()),
         ("class", V, 4, ()),
         ("class", 6, 4, (0, 1)),
+        ("sigmoid", 6, 4, ()),
     ],
 )
 def test_sampling_without_the_whole_distribution_draws_from_it(tail_kind, list_size, order, prune):
@@ -478,7 +502,7 @@ def files_flags(tmp_path_factory):
     return helpers.files_flags(paths), paths
 
 
-@pytest.mark.parametrize("tail_kind", ["class", "backoff", "network"])
+@pytest.mark.parametrize("tail_kind", ["class", "backoff", "sigmoid", "network"])
 def test_a_short_list_model_resumes_exports_and_serves_evaluates_probabilities(tail_kind, files_flags, tmp_path):
     model_dir = str(tmp_path / "m")
     args = [

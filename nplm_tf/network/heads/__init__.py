@@ -5,6 +5,7 @@
 | (no short list) | `softmax.FullSoftmax` | \\|V\\| |
 | `class` | `ngram_tail.ClassTail` | N + 1 |
 | `backoff` | `ngram_tail.BackoffTail` | N |
+| `sigmoid` | `sigmoid.SigmoidTail` | N + 1 |
 | `network` | `network_tail.NetworkTail` | \\|V\\| + 1 |
 
 The interface is `base.Head`. This module is the only place that reads `config.tail` and `config.loss`;
@@ -22,6 +23,7 @@ _HEADS = {
     "softmax": ("softmax", "FullSoftmax"),
     "class": ("ngram_tail", "ClassTail"),
     "backoff": ("ngram_tail", "BackoffTail"),
+    "sigmoid": ("sigmoid", "SigmoidTail"),
     "network": ("network_tail", "NetworkTail"),
 }
 

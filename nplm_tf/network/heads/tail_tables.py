@@ -2,7 +2,7 @@
 
 With L the N most frequent words (ids 0..N-1), T the rest, P_ng a Kneser-Ney model and
 m(C) = Σ_{j∈L} P_ng(j | C) (Goodfellow et al. §12.4.3.1; Schwenk 2007), a head whose network has a "tail"
-output (`head.tail_output`: the class tail, `ngram_tail`) gives
+output (`head.tail_output`: the class and sigmoid tails, `ngram_tail`, `sigmoid`) gives
 
     P(i | C) = q(i | C) for i in L, and q(tail | C) · P_ng(i | C) / (1 − m(C)) for i in T,
 
