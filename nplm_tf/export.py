@@ -2,12 +2,15 @@
 
     python -m nplm_tf.export --model_dir=runs/mlp9 --export_dir=/models/nplm [--version=N]
     python -m nplm_tf.export --model_dir=runs/mlp9 --format=nplm --export_dir=mlp9.nplm   # for nplm and Moses
+    python -m nplm_tf.export --ensemble=runs/ensemble.json --export_dir=/models/ensemble   # one SavedModel
 
 Writes EXPORT_DIR/<version>/ (default: the next free version number) with the
 signatures serving_default, next_word, score and generate; see README.md. If
 the model directory holds a fitted n-gram mixture (mixture.json, written by
 `nplm_tf.evaluate --ngram_dir`), the served probabilities are the mixture's.
-An existing version is never overwritten. `--precision=float32` serves a
+An existing version is never overwritten. `--ensemble=FIT` exports an ensemble (`nplm_tf.evaluate
+--model_dirs=… [--ngram_dir=…] --save_ensemble=FIT`) as one SavedModel with the same signatures: its
+networks, n-grams and fitted weights, so that `score` is `evaluate --model_dirs`'s. `--precision=float32` serves a
 model trained in mixed_bfloat16 in float32 (the same weights), which is faster
 on a CPU without bfloat16 instructions; its probabilities are then
 `nplm_tf.evaluate --precision=float32`'s.
@@ -27,7 +30,13 @@ from absl import flags
 from nplm_tf import run_dir
 from pipelines import app
 
-MODEL_DIR = app.define_path("model_dir", None, "A directory written by nplm_tf.train.", required=True)
+MODEL_DIR = app.define_path("model_dir", None, "A directory written by nplm_tf.train.")
+ENSEMBLE = app.define_path(
+    "ensemble",
+    None,
+    "Instead of --model_dir: an ensemble's fit (nplm_tf.evaluate --model_dirs --save_ensemble=FILE), exported as "
+    "one SavedModel to --export_dir.",
+)
 EXPORT_DIR = app.define_path("export_dir", None, "Where to write <version>/saved_model.pb (default: MODEL_DIR/export).")
 VERSION = flags.DEFINE_integer("version", None, "Version subdirectory (default: one above the largest present).")
 MIXTURE = flags.DEFINE_boolean("mixture", True, "Serve the n-gram mixture when MODEL_DIR/mixture.json exists.")
@@ -48,6 +57,18 @@ def check() -> None:
 
     if VERSION.value is not None and VERSION.value < 0:
         raise ConfigError(f"version={VERSION.value} must be a non-negative integer.")
+    if bool(MODEL_DIR.value) == bool(ENSEMBLE.value):
+        raise ConfigError("give one of --model_dir (a trained model) and --ensemble (an ensemble's fit).")
+    if ENSEMBLE.value:
+        from nplm_tf.tools import ensemble
+
+        if FORMAT.value != "savedmodel" or not EXPORT_DIR.value or MIXTURE.present:
+            raise ConfigError("--ensemble writes a SavedModel to --export_dir (no --format=nplm, no --mixture).")
+        files.check_input_file("ensemble", ENSEMBLE.value)
+        fit, _ = ensemble.read_fit(ENSEMBLE.value)
+        ensemble.Members.check(fit["model_dirs"], fit["ngram_dirs"])
+        files.check_output_dir("export_dir", EXPORT_DIR.value)
+        return
     run = run_dir.check_trained(MODEL_DIR.value)
     if FORMAT.value == "nplm":
         from nplm_tf.inference import nplm_format
@@ -79,6 +100,14 @@ def main(argv, checked):
     from nplm_tf import hardware
     from nplm_tf.serving import saved_model
 
+    if ENSEMBLE.value:
+        from nplm_tf.tools import ensemble
+
+        fit, weights = ensemble.read_fit(ENSEMBLE.value)
+        vocab = ensemble.Members.check(fit["model_dirs"], fit["ngram_dirs"])
+        path = saved_model.export_ensemble(fit, weights, vocab, EXPORT_DIR.value, VERSION.value, PRECISION.value)
+        print(json.dumps({"export": path, "signatures": list(saved_model.SIGNATURES)}))
+        return
     precision = PRECISION.value or run_dir.RunDir(MODEL_DIR.value).read_config().precision
     notice = hardware.bfloat16_notice(
         precision, advice="--precision=float32 serves the same weights faster on it", training=False

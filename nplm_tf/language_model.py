@@ -359,19 +359,10 @@ class LanguageModel:
     def _load_ensemble(self, path: str) -> None:
         """An ensemble's fit: its members (one vocabulary, checked) and weights."""
         from nplm_tf.tools import ensemble
-        from pipelines import files
 
-        fit = files.read_json(path)
-        if not isinstance(fit, dict) or not isinstance(fit.get("model_dirs"), list) or "em" not in fit:
-            raise UserError(
-                f"{path} is no ensemble's fit; write one with nplm_tf.evaluate --model_dirs --save_ensemble."
-            )
-        members = ensemble.Members.load(fit["model_dirs"], fit.get("ngram_dirs") or [])
-        if len(fit["em"]) != len(members.names):
-            raise UserError(f"{path} holds {len(fit['em'])} weights for {len(members.names)} models; fit it again.")
+        fit, self.weights = ensemble.read_fit(path)  # (buckets or 1, members)
+        members = ensemble.Members.load(fit["model_dirs"], fit["ngram_dirs"])
         self._members, self.vocab = members, members.vocab
-        per_bucket = fit.get("context_frequency")
-        self.weights = np.array(per_bucket if per_bucket else [fit["em"]], np.float64)  # (buckets or 1, members)
         if members.ngrams:
             self.ngram = members.ngrams[0]  # the buckets read its context counts, as the fit's did
             self._totals = self.ngram.context_totals()
@@ -405,6 +396,7 @@ class LanguageModel:
         config = info["config"]
         mixture = info.get("mixture")
         self.order = int(config["order"]) if not mixture else max(int(config["order"]), int(mixture["ngram_order"]))
+        self.order = int(info.get("order", self.order))  # an ensemble's: the longest its members read
         app.import_tensorflow_quietly()
         import tensorflow as tf
 

@@ -479,7 +479,7 @@ def test_interrupted_training_resumes(sig, code, data, tmp_path):
         ("nplm_tf.train", ["--model_dir=OUT", "--epoch=3"], "error: unknown flag --epoch; did you mean --epochs?"),
         ("nplm_tf.train", ["--model_dir=OUT", "--nodirect=3"], "error: --nodirect=3 does not take an argument."),
         ("benchmarks.throughput", ["--steps=abc"], "error: --steps=abc is not an integer."),
-        ("nplm_tf.export", ["--export_dir=OUT"], "error: --model_dir is required."),
+        ("nplm_tf.export", ["--export_dir=OUT"], "error: give one of --model_dir (a trained model) and --ensemble"),
     ],
 )
 def test_more_binaries_check_their_flags_first_and_write_nothing(module, flags, message, tmp_path):

@@ -37,7 +37,8 @@ def runs(tmp_path_factory):
     paths = helpers.tiny_corpus_files(root, train=80, valid=15, test=15)
     corpus = corpus_lib.files_corpus(paths["train"], paths["valid"], paths["test"])
     dirs = {}
-    for name, changes in {"a": {}, "b": {"seed": 8, "hidden_dim": 12}, "other": {"max_vocab": 10}}.items():
+    models = {"a": {}, "b": {"seed": 8, "hidden_dim": 12}, "sl": {"shortlist": 8}, "other": {"max_vocab": 10}}
+    for name, changes in models.items():
         dirs[name] = str(root / name)
         trainer.train_and_evaluate(helpers.tiny_config(**changes), dirs[name], corpus, verbose=0, export=False)
     dirs["kn3"] = str(root / "kn3")
@@ -157,3 +158,67 @@ def test_language_model_serves_a_saved_ensemble_as_evaluate_scored_it(runs, tmp_
         bad = tmp_path / "bad.json"
         bad.write_text("{}", encoding="utf-8")
         nplm_tf.LanguageModel(str(bad))
+
+
+def export(*args):
+    return helpers.run_binary("nplm_tf.export", *args)
+
+
+@pytest.mark.parametrize("members", [["a", "sl", "kn3"], ["a", "b"]], ids=["networks_and_ngram", "networks"])
+def test_an_exported_ensemble_scores_as_evaluate_and_its_next_words_sum_to_one(members, runs, tmp_path):
+    """`export --ensemble=FIT`: one SavedModel whose `score` is `evaluate --model_dirs`'s per token (a short
+    list among the networks, weights per context-frequency bucket with an n-gram, global without), whose
+    `next_word` over every word sums to one, and which `LanguageModel` serves; a second export of the same
+    version is refused and leaves the first."""
+    import tensorflow as tf
+
+    import nplm_tf
+
+    dirs, paths, _ = runs
+    networks = [dirs[m] for m in members if m != "kn3"]
+    ngrams = [f"--ngram_dir={dirs['kn3']}"] if "kn3" in members else []
+    per_token, fit, out = str(tmp_path / "ens.tsv"), str(tmp_path / "fit.json"), str(tmp_path / "export")
+    result = evaluate(
+        f"--model_dirs={','.join(networks)}",
+        *ngrams,
+        f"--files={paths['test']}",
+        f"--per_token={per_token}",
+        f"--save_ensemble={fit}",
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+    expected = np.array([float(line.split("\t")[1]) for line in open(per_token, encoding="utf-8")])
+    result = export(f"--ensemble={fit}", f"--export_dir={out}")
+    assert result.returncode == 0, result.stderr[-2000:]
+    path = json.loads(result.stdout)["export"]
+    served = tf.saved_model.load(path)
+    lines = [line.strip() for line in open(paths["test"], encoding="utf-8") if line.split()]
+    scored = served.signatures["score"](text=tf.constant(lines))
+    ln_p = scored["token_log_probs"].numpy()[scored["mask"].numpy()]
+    np.testing.assert_allclose(ln_p, expected, rtol=0, atol=1e-5)
+    vocab_size = json.load(open(os.path.join(path, "assets", "export.json"), encoding="utf-8"))["vocab_size"]
+    top = served.signatures["next_word"](text=tf.constant(["", lines[0], "zebra the"]), k=tf.constant(vocab_size))
+    np.testing.assert_allclose(top["probabilities"].numpy().sum(axis=1), 1.0, atol=1e-5)
+    model = nplm_tf.LanguageModel(path)
+    assert model.score(lines[0]) == pytest.approx(scored["log_prob"].numpy()[0] / math.log(10), abs=1e-4)
+    again = export(f"--ensemble={fit}", f"--export_dir={out}", "--version=1")
+    assert again.returncode == 1 and "already exists" in again.stderr
+    assert os.listdir(out) == ["1"]
+
+
+@pytest.mark.parametrize(
+    "flags,message",
+    [
+        (lambda d, t, fit: [f"--ensemble={fit}"], "--ensemble writes a SavedModel to --export_dir"),
+        (lambda d, t, fit: [f"--ensemble={fit}", f"--model_dir={d['a']}", f"--export_dir={t}/e"], "give one of"),
+        (lambda d, t, fit: [f"--ensemble={t}/none.json", f"--export_dir={t}/e"], "--ensemble"),
+        (lambda d, t, fit: [f"--ensemble={d['a']}/config.json", f"--export_dir={t}/e"], "is no ensemble's fit"),
+    ],
+)
+def test_a_bad_ensemble_export_is_one_sentence_and_writes_nothing(flags, message, runs, tmp_path):
+    dirs, _, _ = runs
+    fit = tmp_path / "fit.json"
+    fit.write_text(json.dumps({"model_dirs": [dirs["a"], dirs["b"]], "ngram_dirs": [], "em": [0.5, 0.5]}))
+    result = export(*flags(dirs, tmp_path, fit))
+    assert result.returncode == 1 and message in result.stderr, result.stderr[-2000:]
+    assert len(helpers.error_lines(result.stderr)) == 1
+    assert not (tmp_path / "e").exists()

@@ -1,4 +1,5 @@
-"""export(model_dir, export_dir): a self-contained SavedModel for TensorFlow Serving.
+"""export(model_dir, export_dir): a self-contained SavedModel for TensorFlow Serving (`export_ensemble`: an
+ensemble's, from its fit).
 
     EXPORT_DIR/<version>/saved_model.pb, variables/, assets/vocab.tsv, assets/export.json
 
@@ -164,7 +165,49 @@ def export(
         if saved is None
         else {"ngram_order": saved["ngram_order"], "context_frequency": saved["context_frequency"]},
     }
+    return _write(server, info, export_dir, target, version)
 
+
+def export_ensemble(
+    fit: dict,
+    weights,
+    vocab: vocab_lib.Vocabulary,
+    export_dir: str,
+    version: int | None = None,
+    precision: str | None = None,
+) -> str:
+    """Writes an ensemble (`evaluate --model_dirs … --save_ensemble=FIT`, read by `tools.ensemble.read_fit`:
+    `fit`, its `weights` (buckets or 1, members), the members' shared `vocab`) as one SavedModel,
+    EXPORT_DIR/<version>, and returns its path: every network's weights and head, every n-gram's tables and
+    the fitted weights, with the signatures of a single model's export. `precision`: serve every network in
+    this one instead of its run's."""
+    version = next_version(export_dir) if version is None else version
+    target = os.path.join(export_dir, str(version))
+    if os.path.exists(target):
+        raise ConfigError(f"{target} already exists; choose another --version (or leave it out for the next free one).")
+    loaded = [loading.load_trained(d, precision) for d in fit["model_dirs"]]
+    ngrams = [network_mixture.load_checked(vocab, d) for d in fit["ngram_dirs"]]
+    server = server_lib.Server(
+        [model for _, _, model in loaded],
+        vocab,
+        run_dir.RunDir(fit["model_dirs"][0]).vocab_path,
+        [ngram_graph.serving_model(ngram, [1.0]) for ngram in ngrams],
+        weights,
+    )
+    orders = [config.order for config, _, _ in loaded] + [ngram.order for ngram in ngrams]
+    info = {
+        "config": loaded[0][0].to_dict(),
+        "order": max(orders),
+        "vocab_size": vocab.size,
+        "signatures": list(SIGNATURES),
+        "mixture": None,
+        "ensemble": {**fit, "configs": [config.to_dict() for config, _, _ in loaded]},
+    }
+    return _write(server, info, export_dir, target, version)
+
+
+def _write(server: server_lib.Server, info: dict, export_dir: str, target: str, version: int) -> str:
+    """The SavedModel of `server` and its export.json at `target`, written beside it and moved into place."""
     signatures = _signatures(server)
     os.makedirs(export_dir, exist_ok=True)
     staging = tempfile.mkdtemp(prefix=f".{version}.tmp-", dir=export_dir)

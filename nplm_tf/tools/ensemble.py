@@ -124,6 +124,20 @@ def fit_and_score(members: Members, valid: corpus_lib.Split, split: corpus_lib.S
     return report, best, ids
 
 
+def read_fit(path: str) -> tuple[dict, np.ndarray]:
+    """A fit `save_fit` wrote, checked: (the fit, its weights (buckets or 1, members), the members in order: the
+    networks, then the n-grams). Nothing of the members is loaded."""
+    fit = files.read_json(path)
+    if not isinstance(fit, dict) or not isinstance(fit.get("model_dirs"), list) or "em" not in fit:
+        raise UserError(f"{path} is no ensemble's fit; write one with nplm_tf.evaluate --model_dirs --save_ensemble.")
+    fit.setdefault("ngram_dirs", [])
+    members = len(fit["model_dirs"]) + len(fit["ngram_dirs"] or [])
+    if len(fit["em"]) != members:
+        raise UserError(f"{path} holds {len(fit['em'])} weights for {members} models; fit it again.")
+    per_bucket = fit.get("context_frequency")
+    return fit, np.array(per_bucket if per_bucket else [fit["em"]], np.float64)
+
+
 def save_fit(path: str, fit: dict) -> None:
     """A `fit_and_score` report's "fit" (the members and their weights) as JSON at `path`, written atomically:
     what `LanguageModel` reads."""
