@@ -70,6 +70,17 @@ def output_sum(parts, weights, rows: bool = False):
     return y
 
 
+def row_logits(z, rows, bias):
+    """y of chosen outputs for every example: z·rows^T + b, (batch, k), with z = (tanh(d + H·x), x) as
+    `NPLMLayer.output_inputs` gives it, `rows` those outputs' rows of [U, W] (k, ·) and `bias` their b (k,)."""
+    return tf.matmul(z, rows, transpose_b=True) + bias
+
+
+def own_row_logits(z, rows, bias):
+    """y of one output per example, its own: Σ z·row + b, (batch,), `rows` (batch, ·) and `bias` (batch,)."""
+    return tf.reduce_sum(z * rows, axis=1) + bias
+
+
 @keras.saving.register_keras_serializable(package="nplm_tf")
 class NPLMLayer(keras.layers.Layer):
     """Word features, tanh hidden layer and direct connections: y = b + W·x + U·tanh(d + H·x).
