@@ -50,8 +50,9 @@ FORMAT = flags.DEFINE_enum(
 )
 
 
-def check() -> None:
-    """The version and that --model_dir holds a trained model, before TensorFlow loads."""
+def check():
+    """The version and that --model_dir holds a trained model, before TensorFlow loads; with --ensemble, the
+    fit read and checked once: (fit, weights, vocabulary), which `main` exports."""
     from nplm_tf.config import ConfigError
     from pipelines import files
 
@@ -65,10 +66,10 @@ def check() -> None:
         if FORMAT.value != "savedmodel" or not EXPORT_DIR.value or MIXTURE.present:
             raise ConfigError("--ensemble writes a SavedModel to --export_dir (no --format=nplm, no --mixture).")
         files.check_input_file("ensemble", ENSEMBLE.value)
-        fit, _ = ensemble.read_fit(ENSEMBLE.value)
-        ensemble.Members.check(fit["model_dirs"], fit["ngram_dirs"])
+        fit, weights = ensemble.read_fit(ENSEMBLE.value)
+        vocab = ensemble.Members.check(fit["model_dirs"], fit["ngram_dirs"])
         files.check_output_dir("export_dir", EXPORT_DIR.value)
-        return
+        return fit, weights, vocab
     run = run_dir.check_trained(MODEL_DIR.value)
     if FORMAT.value == "nplm":
         from nplm_tf.inference import nplm_format
@@ -101,10 +102,7 @@ def main(argv, checked):
     from nplm_tf.serving import saved_model
 
     if ENSEMBLE.value:
-        from nplm_tf.tools import ensemble
-
-        fit, weights = ensemble.read_fit(ENSEMBLE.value)
-        vocab = ensemble.Members.check(fit["model_dirs"], fit["ngram_dirs"])
+        fit, weights, vocab = checked
         path = saved_model.export_ensemble(fit, weights, vocab, EXPORT_DIR.value, VERSION.value, PRECISION.value)
         print(json.dumps({"export": path, "signatures": list(saved_model.SIGNATURES)}))
         return
