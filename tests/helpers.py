@@ -98,12 +98,16 @@ def run_binary(
     module: str, *args: str, env: dict | None = None, timeout: int = 300, cwd: str = ROOT, input: str | None = None
 ) -> subprocess.CompletedProcess:
     """`python -m module args` in `cwd` (the repository's root; elsewhere, with the root on PYTHONPATH), `input` on
-    its standard input."""
+    its standard input. The binary runs in a child of `tests.forkserver` (TensorFlow already imported) unless the
+    environment changes Python's path (`without_tensorflow`: what a fresh interpreter loads is then the point) or
+    NPLM_TF_TESTS_FRESH=1 asks for a fresh interpreter every time."""
     full_env = dict(os.environ)
     full_env.setdefault("NLTK_DATA", SHARED_NLTK)
     if cwd != ROOT:
         full_env["PYTHONPATH"] = os.pathsep.join(p for p in (ROOT, full_env.get("PYTHONPATH")) if p)
     full_env.update(env or {})
+    if os.environ.get("NPLM_TF_TESTS_FRESH") != "1" and "PYTHONPATH" not in (env or {}):
+        return _fork_server().run(module, list(args), full_env, cwd, input, timeout)
     return subprocess.run(
         [sys.executable, "-m", module, *args],
         cwd=cwd,
@@ -113,6 +117,99 @@ def run_binary(
         timeout=timeout,
         input=input,
     )
+
+
+class _ForkServer:
+    """This test process's `tests.forkserver`, started on first use and again if it died."""
+
+    def __init__(self):
+        import atexit
+        import tempfile
+        import threading
+
+        self.process = None
+        self.lock = threading.Lock()  # one request at a time: the server forks one child after another
+        self.scratch = tempfile.mkdtemp(prefix="nplm_tf_forkserver_")
+        atexit.register(self.close)
+
+    def close(self) -> None:
+        import shutil
+
+        if self.process is not None and self.process.poll() is None:
+            self.process.stdin.close()  # the server's loop ends with its input
+            try:
+                self.process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+        shutil.rmtree(self.scratch, ignore_errors=True)
+
+    def start(self) -> None:
+        env = dict(os.environ)
+        env.setdefault("NLTK_DATA", SHARED_NLTK)
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "tests.forkserver"],
+            cwd=ROOT,
+            env=env,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            text=True,
+        )
+
+    def answer(self, timeout: float | None) -> dict | None:
+        import select
+
+        ready, _, _ = select.select([self.process.stdout], [], [], timeout)
+        if not ready:
+            return None
+        line = self.process.stdout.readline()
+        if not line:
+            raise RuntimeError("tests.forkserver ended unexpectedly")
+        import json
+
+        return json.loads(line)
+
+    def run(self, module, args, env, cwd, input, timeout) -> subprocess.CompletedProcess:
+        with self.lock:
+            return self._run(module, args, env, cwd, input, timeout)
+
+    def _run(self, module, args, env, cwd, input, timeout) -> subprocess.CompletedProcess:
+        import json
+        import time
+
+        if self.process is None or self.process.poll() is not None:
+            self.start()
+        paths = {name: os.path.join(self.scratch, name) for name in ("stdin", "stdout", "stderr")}
+        with open(paths["stdin"], "w", encoding="utf-8") as f:
+            f.write(input or "")
+        for name in ("stdout", "stderr"):
+            open(paths[name], "wb").close()
+        request = {"module": module, "args": args, "env": env, "cwd": os.path.abspath(cwd), **paths}
+        self.process.stdin.write(json.dumps(request) + "\n")
+        self.process.stdin.flush()
+        pid = self.answer(None)["pid"]
+        deadline = time.monotonic() + timeout
+        done = self.answer(timeout)
+        if done is None:
+            os.kill(pid, signal.SIGKILL)
+            self.answer(None)
+        with open(paths["stdout"], encoding="utf-8", errors="replace") as f:
+            stdout = f.read()
+        with open(paths["stderr"], encoding="utf-8", errors="replace") as f:
+            stderr = f.read()
+        command = [sys.executable, "-m", module, *args]
+        if done is None or time.monotonic() > deadline:
+            raise subprocess.TimeoutExpired(command, timeout, stdout, stderr)
+        return subprocess.CompletedProcess(command, done["status"], stdout, stderr)
+
+
+_SERVER: list[_ForkServer] = []
+
+
+def _fork_server() -> _ForkServer:
+    if not _SERVER:
+        _SERVER.append(_ForkServer())
+    return _SERVER[0]
 
 
 def without_tensorflow(root) -> dict[str, str]:
