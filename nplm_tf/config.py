@@ -64,6 +64,9 @@ class Config:
     lr_decay: float = 1e-4  # r, per step
     weight_decay: float = 1e-5  # lambda on H, U, W and the C rows in the window
     dropout: float = 0.0  # on x and tanh(d + Hx) in training; not in the paper
+    average: float = (
+        0.0  # a moving average of the weights, this decay a step, is what is validated, kept and used (0: off)
+    )
     # compute dtype, softmax always float32; "auto": the faster one on this machine (`hardware.fast_precision`),
     # resolved when the config is made, so that config.json records the one chosen
     precision: str = "auto"
@@ -111,6 +114,7 @@ class Config:
         _check(self.lr_decay >= 0, "lr_decay", self.lr_decay, "must be >= 0")
         _check(self.weight_decay >= 0, "weight_decay", self.weight_decay, "must be >= 0")
         _check(0 <= self.dropout < 1, "dropout", self.dropout, "must be in [0, 1)")
+        _check(0 <= self.average < 1, "average", self.average, "must be in [0, 1) (0: no average)")
         if self.precision == "auto":
             from nplm_tf import hardware
 

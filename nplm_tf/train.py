@@ -62,6 +62,12 @@ flags.DEFINE_float("learning_rate", _D.learning_rate, "eps_0.")
 flags.DEFINE_float("lr_decay", _D.lr_decay, "r, per step, in eps_t = eps_0/(1 + r t).")
 flags.DEFINE_float("weight_decay", _D.weight_decay, "lambda on H, U, W and the C rows in the window (not biases).")
 flags.DEFINE_float("dropout", _D.dropout, "Dropout on x and the tanh layer in training (not in the paper).")
+flags.DEFINE_float(
+    "average",
+    _D.average,
+    "Keep an exponential moving average of the weights, this decay a step (e.g. 0.999): validation, the best "
+    "weights and every output use it, training goes on from the raw weights (0: off; not in the paper).",
+)
 flags.DEFINE_enum(
     "precision",
     "auto",
@@ -176,6 +182,7 @@ def check_flags():
         strategies.check_tf_config()
     config = config_from_flags()
     strategies.check_local_sgd(config.sync_every, STRATEGY.value == "multi_worker")
+    strategies.check_average(config.average, STRATEGY.value == "multi_worker")
     if STRATEGY.value == "mirrored":  # the CPU split's replicas; GPUs are counted once TensorFlow loads (main)
         strategies.check_batch_split(config.batch_size, NUM_CPU_DEVICES.value)
     return config, corpus_flags.corpus_from_flags()  # the corpus flags checked, and that its files exist

@@ -61,8 +61,9 @@ def test_small_run_writes_metrics_and_learns(tmp_path):
         {},
         {"dropout": 0.3},
         {"loss": "nce", "num_sampled": 6},  # the noise is drawn again after the resume, as the first time
+        {"average": 0.9},  # the weights' average resumes from the backup's optimizer state
     ],
-    ids=["plain", "dropout", "sampled"],
+    ids=["plain", "dropout", "sampled", "average"],
 )
 def test_resume_after_interruption_matches_uninterrupted_run(tmp_path, changes):
     corpus = files_corpus(tmp_path)
@@ -80,6 +81,32 @@ def test_resume_after_interruption_matches_uninterrupted_run(tmp_path, changes):
     assert [e["valid_perplexity"] for e in resumed["epochs"]] == pytest.approx(
         [e["valid_perplexity"] for e in straight["epochs"]], rel=1e-4
     )
+
+
+def test_an_averaged_run_validates_keeps_and_scores_the_average_and_trains_on_its_own_weights(tmp_path):
+    import tensorflow as tf
+
+    from nplm_tf.network import loading, scoring
+    from nplm_tf.training.data import eval_dataset
+
+    corpus = files_corpus(tmp_path)
+    config = helpers.tiny_config(epochs=2, average=0.8, patience=5)
+    metrics = trainer.train_and_evaluate(config, str(tmp_path / "m"), corpus, verbose=0, export=False)
+    run = RunDir(str(tmp_path / "m"))
+    _, vocab, model = loading.load_trained(str(tmp_path / "m"))  # the best weights: an average
+    valid = eval_dataset(corpus["valid"], vocab, config)
+    history = run.read_history()
+    assert scoring.score(model, valid, vocab.unk_id).perplexity == pytest.approx(metrics["valid_perplexity"])
+    assert metrics["valid_perplexity"] == pytest.approx(min(h["valid_perplexity"] for h in history.values()))
+    # The last backup holds the raw weights and, with the optimizer's state, their average: the average is
+    # what epoch 2 recorded; the raw weights, from which training would go on, score otherwise.
+    backed_up = trainer.build_compiled_model(config, vocab, tf.distribute.get_strategy(), model.head)
+    assert backup.restore_backup(backed_up, run) == 2
+    raw = scoring.score(backed_up, valid, vocab.unk_id).perplexity
+    backed_up.optimizer.finalize_variable_values(backed_up.trainable_variables)
+    averaged = scoring.score(backed_up, valid, vocab.unk_id).perplexity
+    assert averaged == pytest.approx(history[1]["valid_perplexity"], rel=1e-6)
+    assert abs(raw - averaged) > 1e-3 * averaged
 
 
 @pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")  # the drop is the test
@@ -183,6 +210,17 @@ def test_local_sgd_outside_the_multi_worker_loop_is_refused_not_ignored(tmp_path
     with pytest.raises(ConfigError, match=r"^sync_every=3 needs --strategy=multi_worker \(other strategies"):
         trainer.train_and_evaluate(helpers.tiny_config(sync_every=3), str(tmp_path / "m"), files_corpus(tmp_path))
     assert not (tmp_path / "m").exists()
+
+
+def test_the_weight_average_is_refused_where_the_multi_worker_loop_would_ignore_it():
+    from nplm_tf.training import strategies
+
+    with pytest.raises(ConfigError, match=r"^average=0.9 is not available with --strategy=multi_worker"):
+        strategies.check_average(0.9, multi_worker=True)
+    strategies.check_average(0.9, multi_worker=False)
+    strategies.check_average(0.0, multi_worker=True)
+    with pytest.raises(ConfigError, match=r"average=1 must be in \[0, 1\)"):
+        helpers.tiny_config(average=1)
 
 
 def test_a_batch_that_does_not_split_over_the_replicas_is_refused_before_the_run_is_set_up(tmp_path):

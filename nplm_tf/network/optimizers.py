@@ -112,10 +112,13 @@ def _lazy_adam_update(variable, m, v, gradient: tf.IndexedSlices, alpha, beta_1,
 
 
 def make_optimizer(config: Config) -> keras.optimizers.Optimizer:
+    # --average: Keras's moving average of the weights, kept with the optimizer's state (so in every backup);
+    # `training.callbacks.averaged_weights` puts it in the model to validate and keep.
+    average = {"use_ema": True, "ema_momentum": config.average} if config.average > 0 else {}
     if config.optimizer == "sgd":
         # Plain SGD (no momentum) keeps the update of C sparse.
-        return keras.optimizers.SGD(learning_rate=learning_rate(config))
+        return keras.optimizers.SGD(learning_rate=learning_rate(config), **average)
     # Large-vocabulary modes update only the rows a batch uses (see FusedAdam's `lazy`); not the network tail,
     # whose output layer is updated whole anyway and which aims at the full softmax's results (lazy updates
     # cost it validation perplexity: `benchmarks.large_vocab`).
-    return FusedAdam(learning_rate=learning_rate(config), lazy=heads.lazy_updates(config))
+    return FusedAdam(learning_rate=learning_rate(config), lazy=heads.lazy_updates(config), **average)

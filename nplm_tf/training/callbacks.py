@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 import time
@@ -133,24 +134,25 @@ class ValidationRecorder(keras.callbacks.Callback):
         if self._batch_nll is None:
             self._batch_nll = scoring.nll_function(self.model)
         check_finite(epoch, "train loss", float(logs.get("loss", 0.0)))
-        valid = scoring.score(self.model, self.valid_dataset, self.unk_id, batch_nll=self._batch_nll)
-        check_finite(epoch, "valid perplexity", valid.perplexity)
-        logs["val_perplexity"] = valid.perplexity
         curve = {"loss_curve": self.step_loss.curve} if self.step_loss is not None else {}
-        record_epoch(
-            self.run,
-            self.model,
-            epoch,
-            {
-                "epoch": epoch + 1,
-                "train_loss": float(logs.get("loss", float("nan"))),
-                "valid_perplexity": valid.perplexity,
-                "seconds": seconds,
-                "tokens_per_second": self.train_tokens / seconds,
-                "learning_rate": float(keras.ops.convert_to_numpy(self.model.optimizer.learning_rate)),
-                **curve,
-            },
-        )
+        with averaged_weights(self.model):  # --average: the average is validated and kept as the best
+            valid = scoring.score(self.model, self.valid_dataset, self.unk_id, batch_nll=self._batch_nll)
+            check_finite(epoch, "valid perplexity", valid.perplexity)
+            record_epoch(
+                self.run,
+                self.model,
+                epoch,
+                {
+                    "epoch": epoch + 1,
+                    "train_loss": float(logs.get("loss", float("nan"))),
+                    "valid_perplexity": valid.perplexity,
+                    "seconds": seconds,
+                    "tokens_per_second": self.train_tokens / seconds,
+                    "learning_rate": float(keras.ops.convert_to_numpy(self.model.optimizer.learning_rate)),
+                    **curve,
+                },
+            )
+        logs["val_perplexity"] = valid.perplexity
         logs["tokens_per_s"] = round(self.train_tokens / seconds)
         if self.announce:
             epochs = self.params.get("epochs") if self.params else None
@@ -159,6 +161,23 @@ class ValidationRecorder(keras.callbacks.Callback):
                 f"valid perplexity {valid.perplexity:.2f}, {seconds:,.0f} s, {self.train_tokens / seconds:,.0f} tokens/s",
                 flush=True,
             )
+
+
+@contextlib.contextmanager
+def averaged_weights(model: keras.Model):
+    """With an optimizer that keeps a moving average of the weights (`--average`), the model holds the average
+    inside the block and its own weights again after it (training goes on from them); else nothing changes."""
+    optimizer = model.optimizer
+    if not getattr(optimizer, "use_ema", False) or not optimizer.built:
+        yield
+        return
+    own = [v.numpy() for v in model.trainable_variables]
+    optimizer.finalize_variable_values(model.trainable_variables)
+    try:
+        yield
+    finally:
+        for variable, value in zip(model.trainable_variables, own, strict=True):
+            variable.assign(value)
 
 
 def record_epoch(run: RunDir, model: keras.Model, epoch: int, record: dict) -> None:
