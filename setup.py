@@ -8,6 +8,7 @@ setup(
     description="The neural probabilistic language model (Bengio et al., 2003) in TensorFlow/Keras.",
     python_requires=">=3.10,<3.13",
     packages=find_packages(include=["nplm_tf", "nplm_tf.*", "pipelines", "pipelines.*", "tuning", "tuning.*"]),
+    package_data={"nplm_tf": ["configs/*.json"]},  # the shipped recipes (`train --config_json`)
     install_requires=[
         # One consistent set: TF 2.21 with its Keras 3 and tensorflow-text.
         "tensorflow==2.21.0",

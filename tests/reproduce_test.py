@@ -134,3 +134,58 @@ def test_bad_input_is_one_sentence_and_leaves_the_output_alone(case, tmp_path):
 def _write(path, data: bytes) -> str:
     path.write_bytes(data)
     return str(path)
+
+
+def test_the_best_recipe_trains_its_ensemble_mixes_it_and_resumes(tmp_path):
+    from nplm_tf.experiments import best
+    from nplm_tf.tools import ensemble
+    from pipelines import per_token
+
+    paths = helpers.tiny_corpus_files(tmp_path, train=50, valid=10, test=10)
+    base = tmp_path / "base.json"
+    base.write_text(json.dumps(helpers.tiny_config().to_dict()))
+    out = str(tmp_path / "best")
+    args = [f"--output={out}", "--best", "--quick", f"--config_json={base}", *helpers.files_flags(paths)]
+    first = helpers.run_binary("nplm_tf.reproduce", *args)
+    assert first.returncode == 0, first.stderr[-3000:]
+    result = json.load(open(os.path.join(out, "best.json")))
+    rows = {r["name"]: r for r in result["rows"]}
+    names = [name for name, _ in best.MEMBERS]
+    assert list(rows) == [*names, "ensemble of the networks", "the networks and KN5", "Kneser-Ney 5-gram"]
+    for name, changes in best.MEMBERS:  # each member is the recipe's configuration with its own changes
+        config = json.load(open(os.path.join(out, name, "config.json")))
+        expected = {**helpers.tiny_config().to_dict(), "epochs": 1, **changes}
+        assert {k: config[k] for k in expected} == expected, name
+    for r in rows.values():  # each row's figure is its per-token file's (a network's from NumPy), and its
+        _, ln_p, _ = per_token.read(r["test_tokens"], "test_tokens")  # interval holds the ratio
+        assert r["test"] == pytest.approx(math.exp(-ln_p.mean()), rel=1e-6), r["name"]
+        low, high = r["ratio_to_kn5_95"]
+        assert low <= r["ratio_to_kn5"] <= high, r["name"]
+    assert sum(rows["ensemble of the networks"]["weights"]) == pytest.approx(1.0)
+    assert len(rows["the networks and KN5"]["weights"]) == len(names) + 1
+    fit, weights = ensemble.read_fit(os.path.join(out, best.ENSEMBLE_FILE))  # what export --ensemble reads
+    assert [os.path.basename(d) for d in fit["model_dirs"]] == names and len(fit["ngram_dirs"]) == 1
+    assert weights.shape[1] == len(names) + 1 and np_allclose_rows(weights)
+    md = open(os.path.join(out, "best.md")).read()
+    assert "| the networks and KN5 |" in md and "python -m nplm_tf.reproduce --output=" in md
+
+    again = helpers.run_binary("nplm_tf.reproduce", *args)  # every part is finished: nothing trains again
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert "training" not in again.stdout
+    assert [r["test"] for r in json.load(open(os.path.join(out, "best.json")))["rows"]] == [
+        r["test"] for r in result["rows"]
+    ]
+
+
+def np_allclose_rows(weights) -> bool:
+    return all(abs(sum(row) - 1.0) < 1e-9 and min(row) >= 0 for row in weights.tolist())
+
+
+def test_the_shipped_recipe_is_a_configuration_train_reads():
+    from nplm_tf.config import Config
+    from nplm_tf.experiments import best
+
+    shipped = json.load(open(best.CONFIG, encoding="utf-8"))
+    config = Config.from_json(best.CONFIG)  # every key a field, every value in range
+    assert {k: getattr(config, k) for k in shipped} == shipped
+    assert os.path.relpath(best.CONFIG, helpers.ROOT) == "nplm_tf/configs/brown_best.json"  # setup.py ships it

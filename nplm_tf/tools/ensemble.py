@@ -85,18 +85,32 @@ class Members:
 def fit_and_score(members: Members, valid: corpus_lib.Split, split: corpus_lib.Split) -> tuple[dict, np.ndarray, list]:
     """Fits the weights on `valid` and scores `split`: the report, the ensemble's P per token of `split` (the
     context-frequency weights where there is an n-gram, else the global EM weights), and the tokens' ids."""
-    valid_probs, valid_buckets, _ = members.score(valid)
-    probs, buckets, ids = members.score(split)
+    return fit_scored(members, members.score(valid), members.score(split))
+
+
+def fit_scored(
+    members: Members, valid: tuple, scored: tuple, keep: list[int] | None = None
+) -> tuple[dict, np.ndarray, list]:
+    """`fit_and_score` over `Members.score`'s results for valid and the scored split, each scored once; `keep`:
+    the ensemble of only these members (indices in `members.names`), fitted anew."""
+    valid_probs, valid_buckets, _ = valid
+    probs, buckets, ids = scored
+    keep = list(range(len(members.names))) if keep is None else list(keep)
+    valid_probs, probs = valid_probs[keep], probs[keep]
+    networks = len(members.model_dirs)
+    if not any(i >= networks for i in keep):
+        valid_buckets = buckets = None  # the buckets are an n-gram's counts: without one, the global weights
+    names = [members.names[i] for i in keep]
     k = probs.shape[0]
     weights, trace = mixture.em_weights(valid_probs)
     report = {
         "members": [
             {
-                "model": name,
-                "kind": "network" if i < len(members.model_dirs) else "ngram",
-                "perplexity": ngram_lib.perplexity(p),
+                "model": names[j],
+                "kind": "network" if i < networks else "ngram",
+                "perplexity": ngram_lib.perplexity(probs[j]),
             }
-            for i, (name, p) in enumerate(zip(members.names, probs))
+            for j, i in enumerate(keep)
         ],
         "uniform": {"weights": [1.0 / k] * k, "perplexity": ngram_lib.perplexity(probs.mean(axis=0))},
         "em": {
@@ -116,8 +130,8 @@ def fit_and_score(members: Members, valid: corpus_lib.Split, split: corpus_lib.S
             "perplexity": ngram_lib.perplexity(best),
         }
     report["fit"] = {
-        "model_dirs": [os.path.abspath(d) for d in members.model_dirs],
-        "ngram_dirs": [os.path.abspath(d) for d in members.ngram_dirs],
+        "model_dirs": [os.path.abspath(members.names[i]) for i in keep if i < networks],
+        "ngram_dirs": [os.path.abspath(members.names[i]) for i in keep if i >= networks],
         "em": weights.tolist(),
         "context_frequency": report.get("context_frequency", {}).get("weights"),
     }

@@ -1,0 +1,149 @@
+"""The best model of a corpus in one command: an ensemble of networks from the shipped recipe, mixed with KN5.
+
+    python -m nplm_tf.reproduce --best --output=runs/best
+
+The recipe is `configs/brown_best.json` (a `train --config_json` file: the best single network) and `MEMBERS`,
+the networks the ensemble trains from it (each the configuration with a few fields changed). OUTPUT/kn5 holds
+the modified Kneser-Ney 5-gram, OUTPUT/<member> each network (a normal `nplm_tf.train` directory), so a
+rerun trains only what is missing. The ensemble's weights are fitted on valid by EM, per context-frequency
+bucket with the n-gram (`tools.ensemble`): OUTPUT/ensemble.json keeps the fit of every network and KN5, which
+`export --ensemble` and `nplm_tf.LanguageModel` read. OUTPUT/best.md and best.json list each model's test
+perplexity, the networks' ensemble and the ensemble with KN5, each against KN5 with the paired interval over
+the test units, and the time every part took.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+
+import numpy as np
+
+from nplm_tf.config import Config
+from nplm_tf.experiments import table1
+from pipelines import corpus as corpus_lib
+from pipelines import files
+
+CONFIG = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "configs", "brown_best.json")
+
+# The ensemble's networks: a name and the fields that differ from the recipe's configuration. Other seeds
+# give the ensemble networks that err differently at no cost in design; a longer context adds what five
+# words cannot see (`benchmarks/README.md`, "The best Brown model", measures each).
+MEMBERS = (
+    ("net_a", {}),
+    ("net_b", {"seed": 2}),
+    ("net_c", {"order": 7, "seed": 3}),
+    ("net_d", {"order": 7, "seed": 4}),
+)
+ENSEMBLE_FILE = "ensemble.json"
+TOKENS_FILE = table1.TOKENS_FILE
+
+
+def members(base: Config, seeds: list[int]) -> list[tuple[str, Config]]:
+    """The networks to train: `MEMBERS` over `base`, or with `seeds` one `base` network per seed."""
+    if seeds:
+        return [(f"net_seed{seed}", base.replace(seed=seed)) for seed in seeds]
+    return [(name, base.replace(**changes)) for name, changes in MEMBERS]
+
+
+def network_row(output_dir: str, corpus: corpus_lib.Corpus, name: str, config: Config) -> dict:
+    """Trains the member (or finds it trained) and its row: valid and test perplexity, training seconds."""
+    from nplm_tf.training import trainer
+
+    path = os.path.join(output_dir, name)
+    start = time.perf_counter()
+    metrics = trainer.train_and_evaluate(config, path, corpus, export=False)  # a finished run is left as it is
+    return {
+        "name": name,
+        "n": config.order,
+        "h": config.hidden_dim,
+        "m": config.feature_dim,
+        "direct": config.direct,
+        "dropout": config.dropout,
+        "seed": config.seed,
+        "dir": path,
+        "valid": metrics["valid_perplexity"],
+        "test": metrics["test_perplexity"],
+        "train_seconds": metrics.get("train_seconds"),
+        "seconds_here": time.perf_counter() - start,
+        "test_tokens": os.path.join(path, TOKENS_FILE),
+    }
+
+
+def ensemble_rows(output_dir: str, corpus: corpus_lib.Corpus, networks: list[dict], kn5: dict) -> list[dict]:
+    """The networks' ensemble (EM weights) and the ensemble with KN5 (weights per context frequency), each
+    network scored once per split; the second's fit saved as OUTPUT/ensemble.json."""
+    from nplm_tf.tools import ensemble
+    from pipelines import per_token
+
+    start = time.perf_counter()
+    members = ensemble.Members.load([r["dir"] for r in networks], [kn5["dir"]])
+    valid, test = members.score(corpus["valid"]), members.score(corpus["test"])
+    words = [members.vocab.words[i] for i in test[2]]
+    for j, row in enumerate(networks):  # each network's own per-token file, for the intervals
+        if not os.path.isfile(row["test_tokens"]):
+            per_token.write(row["test_tokens"], words, np.log(test[0][j]))
+    rows = []
+    for name, keep, key in (
+        ("ensemble of the networks", list(range(len(networks))), "em"),
+        ("the networks and KN5", None, "context_frequency"),
+    ):
+        report, probs, _ = ensemble.fit_scored(members, valid, test, keep)
+        tokens = os.path.join(output_dir, f"{'networks' if keep else 'ensemble'}_{TOKENS_FILE}")
+        per_token.write(tokens, words, np.log(probs))
+        rows.append(
+            {
+                "name": name,
+                "dir": output_dir,
+                "valid": None,
+                "test": report[key]["perplexity"],
+                "weights": report["em"]["weights"],
+                "test_tokens": tokens,
+            }
+        )
+        if keep is None:
+            ensemble.save_fit(os.path.join(output_dir, ENSEMBLE_FILE), report["fit"])
+    rows[-1]["seconds_here"] = time.perf_counter() - start
+    return rows
+
+
+def run_recipe(output_dir: str, corpus: corpus_lib.Corpus, base: Config, seeds: list[int]) -> dict:
+    start = time.perf_counter()
+    ngram_start = time.perf_counter()
+    kn5 = table1.ngram_row(output_dir, corpus, base, table1.NGRAMS[-1])
+    kn5["seconds_here"] = time.perf_counter() - ngram_start
+    networks = []
+    for name, config in members(base, seeds):
+        print(
+            f"{name}: n={config.order}, h={config.hidden_dim}, m={config.feature_dim}, seed={config.seed}", flush=True
+        )
+        networks.append(network_row(output_dir, corpus, name, config))
+    rows = networks + ensemble_rows(output_dir, corpus, networks, kn5) + [kn5]
+    for r in rows:
+        r["ratio_to_kn5"] = r["test"] / kn5["test"]
+    table1.add_intervals(rows)
+    return {"rows": rows, "seconds": time.perf_counter() - start, "config": base.to_dict()}
+
+
+def write(output_dir: str, result: dict, command: str) -> None:
+    files.write_json(os.path.join(output_dir, "best.json"), {"command": command, **result})
+    fmt = lambda v: "" if v is None else f"{v:.2f}"  # noqa: E731
+    lines = [
+        "| model | n | h | m | seed | valid | test | test / KN5 | training s |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for r in result["rows"]:
+        shape = [str(r[k]) if r.get(k) is not None else "" for k in ("n", "h", "m", "seed")]
+        seconds = r.get("train_seconds")
+        lines.append(
+            f"| {r['name']} | {' | '.join(shape)} | {fmt(r.get('valid'))} | {fmt(r['test'])} | "
+            f"{r['ratio_to_kn5']:.3f}{table1.interval(r)} | {'' if seconds is None else f'{seconds:.0f}'} |"
+        )
+    lines += [
+        "",
+        f"Made by `{command}` in {result['seconds'] / 60:.1f} minutes (this run; a resumed run counts only what "
+        "it did). Ensemble weights fitted on valid: by EM for the networks, per context-frequency bucket with "
+        f"KN5 (`{ENSEMBLE_FILE}`, which `nplm_tf.export --ensemble` and `nplm_tf.LanguageModel` read). In "
+        "brackets: the 95% interval of the ratio over resamplings of the test split's units, paired with KN5.",
+    ]
+    files.write_text(os.path.join(output_dir, "best.md"), "\n".join(lines) + "\n")
