@@ -55,7 +55,7 @@ def test_unseen_4gram_gets_probability_through_similar_features(tmp_path):
         learning_rate=0.01,
         batch_size=32,
     )
-    trainer.train_and_evaluate(config, str(tmp_path / "m"), corpus, verbose=0)
+    trainer.train_and_evaluate(config, str(tmp_path / "m"), corpus, verbose=0, export=False)
     _, vocab, model = loading.load_trained(str(tmp_path / "m"))
     index = {w: i for i, w in enumerate(vocab.words)}
 

@@ -42,7 +42,7 @@ class Interrupt(keras.callbacks.Callback):
 
 def test_small_run_writes_metrics_and_learns(tmp_path):
     config = helpers.tiny_config(epochs=3)
-    metrics = trainer.train_and_evaluate(config, str(tmp_path / "m"), files_corpus(tmp_path), verbose=0)
+    metrics = trainer.train_and_evaluate(config, str(tmp_path / "m"), files_corpus(tmp_path), verbose=0, export=False)
     with open(tmp_path / "m" / "metrics.json") as f:
         assert json.load(f) == json.loads(json.dumps(metrics))
     assert metrics["config"] == config.to_dict()
@@ -115,7 +115,7 @@ def test_training_stops_at_the_step_after_an_interrupt_python_dropped(tmp_path):
     dropper = Interrupt(epoch=1, batch=0, dropped=True)
     with helpers.remembering_interrupts(), pytest.raises(KeyboardInterrupt):
         trainer.train_and_evaluate(
-            config, str(tmp_path / "m"), files_corpus(tmp_path), verbose=0, extra_callbacks=[dropper]
+            config, str(tmp_path / "m"), files_corpus(tmp_path), verbose=0, extra_callbacks=[dropper], export=False
         )
     assert dropper.batches[-1] == (1, 0)  # stopped at that call's end: no call after it
     assert len(RunDir(str(tmp_path / "m")).read_history()) == 1
@@ -145,10 +145,10 @@ def test_resume_survives_a_truncated_backup(tmp_path):
 def test_finished_run_is_not_trained_again(tmp_path):
     corpus = files_corpus(tmp_path)
     config = helpers.tiny_config(epochs=1)
-    first = trainer.train_and_evaluate(config, str(tmp_path / "m"), corpus, verbose=0)
+    first = trainer.train_and_evaluate(config, str(tmp_path / "m"), corpus, verbose=0, export=False)
     mtime = os.path.getmtime(tmp_path / "m" / "best.weights.h5")
     (tmp_path / "m" / "backup" / ".tmp-epoch-0002.weights.h5").write_bytes(b"half")  # as a kill -9 leaves it
-    again = trainer.train_and_evaluate(config, str(tmp_path / "m"), corpus, verbose=0)
+    again = trainer.train_and_evaluate(config, str(tmp_path / "m"), corpus, verbose=0, export=False)
     assert again == json.loads(json.dumps(first))
     assert os.path.getmtime(tmp_path / "m" / "best.weights.h5") == mtime
     assert not (tmp_path / "m" / "backup" / ".tmp-epoch-0002.weights.h5").exists()
@@ -167,17 +167,21 @@ def test_more_epochs_continue_a_finished_run(tmp_path):
 
 def test_model_dir_of_another_config_or_corpus_is_refused_and_left_intact(tmp_path, monkeypatch):
     corpus = files_corpus(tmp_path)
-    metrics = trainer.train_and_evaluate(helpers.tiny_config(epochs=1), str(tmp_path / "m"), corpus, verbose=0)
+    metrics = trainer.train_and_evaluate(
+        helpers.tiny_config(epochs=1), str(tmp_path / "m"), corpus, verbose=0, export=False
+    )
     before = {f: os.path.getmtime(tmp_path / "m" / f) for f in os.listdir(tmp_path / "m")}
     with pytest.raises(ConfigError, match=r"another configuration \(hidden_dim: 16 -> 32\)"):
-        trainer.train_and_evaluate(helpers.tiny_config(epochs=1, hidden_dim=32), str(tmp_path / "m"), corpus)
+        trainer.train_and_evaluate(
+            helpers.tiny_config(epochs=1, hidden_dim=32), str(tmp_path / "m"), corpus, export=False
+        )
     assert {f: os.path.getmtime(tmp_path / "m" / f) for f in os.listdir(tmp_path / "m")} == before
     # Continued on other text, it would keep the first text's vocabulary and best epoch, and corpus.json would
     # name the second: refused too. The same files named another way are the same corpus.
     other = helpers.write_lines(str(tmp_path / "other.txt"), helpers.synthetic_texts(5, 30))
     elsewhere = corpus_lib.files_corpus(other, str(tmp_path / "valid.txt"), str(tmp_path / "test.txt"))
     with pytest.raises(ConfigError) as refused:
-        trainer.train_and_evaluate(helpers.tiny_config(epochs=2), str(tmp_path / "m"), elsewhere)
+        trainer.train_and_evaluate(helpers.tiny_config(epochs=2), str(tmp_path / "m"), elsewhere, export=False)
     assert str(refused.value) == (
         f"{tmp_path / 'm'} holds a model trained on another corpus (train_files: {str(tmp_path / 'train.txt')!r} -> "
         f"{other!r}); use a new --model_dir or the same corpus flags."
@@ -185,7 +189,9 @@ def test_model_dir_of_another_config_or_corpus_is_refused_and_left_intact(tmp_pa
     assert {f: os.path.getmtime(tmp_path / "m" / f) for f in os.listdir(tmp_path / "m")} == before
     monkeypatch.chdir(tmp_path)
     same = corpus_lib.files_corpus("./train.txt", "valid.txt", str(tmp_path / "test.txt"))
-    assert trainer.train_and_evaluate(helpers.tiny_config(epochs=1), "m", same) == metrics  # finished: as it was
+    assert (
+        trainer.train_and_evaluate(helpers.tiny_config(epochs=1), "m", same, export=False) == metrics
+    )  # finished: as it was
 
 
 def test_a_directory_of_another_config_that_finished_no_epoch_is_refused_as_such(tmp_path):
@@ -194,11 +200,16 @@ def test_a_directory_of_another_config_that_finished_no_epoch_is_refused_as_such
     corpus, model_dir = files_corpus(tmp_path), str(tmp_path / "m")
     with pytest.raises(KeyboardInterrupt):
         trainer.train_and_evaluate(
-            helpers.tiny_config(), model_dir, corpus, verbose=0, extra_callbacks=[Interrupt(epoch=0, batch=2)]
+            helpers.tiny_config(),
+            model_dir,
+            corpus,
+            verbose=0,
+            extra_callbacks=[Interrupt(epoch=0, batch=2)],
+            export=False,
         )
     before = {f: os.path.getmtime(os.path.join(model_dir, f)) for f in os.listdir(model_dir)}
     with pytest.raises(ConfigError) as refused:
-        trainer.train_and_evaluate(helpers.tiny_config(hidden_dim=32), model_dir, corpus)
+        trainer.train_and_evaluate(helpers.tiny_config(hidden_dim=32), model_dir, corpus, export=False)
     assert str(refused.value) == (
         f"{model_dir} was set up for a run with another configuration (hidden_dim: 16 -> 32) that finished no "
         "epoch; remove it, use a new --model_dir, or give the same flags."
@@ -208,7 +219,9 @@ def test_a_directory_of_another_config_that_finished_no_epoch_is_refused_as_such
 
 def test_local_sgd_outside_the_multi_worker_loop_is_refused_not_ignored(tmp_path):
     with pytest.raises(ConfigError, match=r"^sync_every=3 needs --strategy=multi_worker \(other strategies"):
-        trainer.train_and_evaluate(helpers.tiny_config(sync_every=3), str(tmp_path / "m"), files_corpus(tmp_path))
+        trainer.train_and_evaluate(
+            helpers.tiny_config(sync_every=3), str(tmp_path / "m"), files_corpus(tmp_path), export=False
+        )
     assert not (tmp_path / "m").exists()
 
 
@@ -231,7 +244,7 @@ def test_a_batch_that_does_not_split_over_the_replicas_is_refused_before_the_run
     three = types.SimpleNamespace(num_replicas_in_sync=3)  # all the check reads of a MirroredStrategy
     with pytest.raises(ConfigError, match=r"^batch_size=16 does not split evenly over the 3 replicas .* 15 or 18\.$"):
         trainer.train_and_evaluate(
-            helpers.tiny_config(batch_size=16), str(tmp_path / "m"), files_corpus(tmp_path), three
+            helpers.tiny_config(batch_size=16), str(tmp_path / "m"), files_corpus(tmp_path), three, export=False
         )
     assert not (tmp_path / "m").exists()
 
@@ -299,7 +312,7 @@ def test_training_uses_the_fused_adam_update(tmp_path, monkeypatch):
     fused = optimizers._adam_update
     monkeypatch.setattr(optimizers, "_adam_update", lambda *args: calls.append(1) or fused(*args))
     trainer.train_and_evaluate(
-        helpers.tiny_config(epochs=1, optimizer="adam"), str(tmp_path / "m"), files_corpus(tmp_path)
+        helpers.tiny_config(epochs=1, optimizer="adam"), str(tmp_path / "m"), files_corpus(tmp_path), export=False
     )
     assert len(calls) >= 5  # traced once per variable: C, H, d, U, b
 
@@ -497,7 +510,7 @@ def test_the_default_precision_is_the_machines_faster_one_and_a_run_keeps_its_ow
     from nplm_tf import hardware
 
     paths = helpers.tiny_corpus_files(tmp_path, train=40, valid=8, test=8)
-    tiny = [f for f in helpers.TINY_FLAGS if not f.startswith("--precision")]
+    tiny = [f for f in helpers.TINY_FLAGS if not f.startswith("--precision")] + ["--noexport"]  # not what is tested
     new = str(tmp_path / "new")
     result = helpers.run_binary("nplm_tf.train", f"--model_dir={new}", "--epochs=1", *tiny, *helpers.files_flags(paths))
     assert result.returncode == 0, result.stderr[-2000:]
