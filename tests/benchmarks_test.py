@@ -41,6 +41,8 @@ def test_optimizer_benchmark_times_all_three_optimizers():
         ("benchmarks.scaling", "--balance_workers", "balance_workers=True needs sync_every > 1"),
         ("benchmarks.compare_coverage", "--runs=0", "--runs must be at least 1 and --run_sd at least 0"),
         ("benchmarks.compare_coverage", "--run_sd=x", "--runs must be whole numbers and --run_sd numbers"),
+        ("benchmarks.nplm_toolkit", "--nplm_bin=/nonexistent", "has no executable prepareNeuralLM"),
+        ("benchmarks.nplm_toolkit", "--steps=32", "--steps=32: 32 is not integer >= 64."),
     ],
 )
 def test_bad_flag_values_are_one_sentence(module, flag, message, tmp_path):
