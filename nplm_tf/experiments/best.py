@@ -27,8 +27,8 @@ from pipelines import files
 CONFIG = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "configs", "brown_best.json")
 
 # The ensemble's networks: a name and the fields that differ from the recipe's configuration. Other seeds
-# give the ensemble networks that err differently at no cost in design, and five words of context (the
-# recipe's is seven) others again (`benchmarks/README.md`, "The best Brown model", measures each).
+# give the ensemble networks that err differently at no cost in design, and n = 5 (four context words; the
+# recipe's n is 7) others again (`benchmarks/README.md`, "The best Brown model", measures each).
 MEMBERS = (
     ("net_a", {"order": 5, "seed": 1234}),
     ("net_b", {"order": 5, "seed": 2}),
