@@ -23,6 +23,13 @@ sys.exit(int(line) if line.isdigit() else 0)
 """
 
 
+@pytest.fixture(autouse=True)
+def forked(monkeypatch):
+    """This file tests the server itself: its runs are forked even where NPLM_TF_TESTS_FRESH=1 asks the
+    rest of the suite for fresh interpreters."""
+    monkeypatch.delenv("NPLM_TF_TESTS_FRESH", raising=False)
+
+
 @pytest.fixture
 def probe(tmp_path):
     (tmp_path / "probe_module.py").write_text(PROBE, encoding="utf-8")
