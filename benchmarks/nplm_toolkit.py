@@ -31,7 +31,7 @@ NPLM_BIN = app.define_path(
 )
 ROUNDS = flags.DEFINE_integer("rounds", 3, "Alternated rounds.", lower_bound=1)
 NGRAMS = flags.DEFINE_integer(
-    "ngrams", 100_000, "nplm's timed n-grams: the rate of the second of two runs.", lower_bound=1000
+    "ngrams", 100_000, "nplm's rate: N over the time of 2N n-grams less that of N.", lower_bound=1000
 )
 STEPS = flags.DEFINE_integer("steps", 512, "benchmarks.throughput's timed steps per repeat.", lower_bound=64)
 PRECISION = flags.DEFINE_enum(
@@ -89,13 +89,13 @@ def prepare(corpus, folder: str) -> tuple[str, int]:
     return ngrams, len(rows)
 
 
-def nplm_epoch(ngrams: str, count: int, folder: str) -> float:
+def nplm_epoch(ngrams: str, count: int, folder: str, size: int) -> float:
     return run(
         [
             os.path.join(NPLM_BIN.value, "trainNeuralNetwork"),
             f"--train_file={ngrams}.{count}",
             f"--ngram_size={ORDER}",
-            f"--vocab_size={vocab_size(folder)}",
+            f"--vocab_size={size}",
             f"--words_file={os.path.join(folder, 'words')}",
             "--num_epochs=1",
             f"--minibatch_size={BATCH}",
@@ -143,8 +143,8 @@ def main(argv, corpus):
             raise UserError(f"--ngrams={NGRAMS.value} is more than half the {total:,} training n-grams.")
         for _ in range(ROUNDS.value):
             before = host.cpu_times()
-            short = nplm_epoch(ngrams, NGRAMS.value, folder)
-            long = nplm_epoch(ngrams, 2 * NGRAMS.value, folder)
+            short = nplm_epoch(ngrams, NGRAMS.value, folder, size)
+            long = nplm_epoch(ngrams, 2 * NGRAMS.value, folder, size)
             nplm = NGRAMS.value / max(long - short, 1e-9)
             ours = project_rate(precision)["tokens_per_second"]
             rounds.append(

@@ -64,9 +64,7 @@ class Config:
     lr_decay: float = 1e-4  # r, per step
     weight_decay: float = 1e-5  # lambda on H, U, W and the C rows in the window
     dropout: float = 0.0  # on x and tanh(d + Hx) in training; not in the paper
-    average: float = (
-        0.0  # a moving average of the weights, this decay a step, is what is validated, kept and used (0: off)
-    )
+    average: float = 0.0  # decay a step of the weights' moving average, validated, kept and used (0: off)
     # compute dtype, softmax always float32; "auto": the faster one on this machine (`hardware.fast_precision`),
     # resolved when the config is made, so that config.json records the one chosen
     precision: str = "auto"

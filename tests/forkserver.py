@@ -34,13 +34,10 @@ def run_child(request: dict) -> int:
     os.environ.update(request["env"])
     os.chdir(request["cwd"])
     sys.path[0] = request["cwd"]  # `python -m` puts the working directory first
-    for fd, path, mode in ((0, request["stdin"], os.O_RDONLY), (1, request["stdout"], os.O_WRONLY)):
-        target = os.open(path, mode)
+    for fd, name, mode in ((0, "stdin", os.O_RDONLY), (1, "stdout", os.O_WRONLY), (2, "stderr", os.O_WRONLY)):
+        target = os.open(request[name], mode)
         os.dup2(target, fd)
         os.close(target)
-    target = os.open(request["stderr"], os.O_WRONLY)
-    os.dup2(target, 2)
-    os.close(target)
     sys.stdin = io.TextIOWrapper(io.FileIO(0, "r", closefd=False))
     sys.stdout = io.TextIOWrapper(io.FileIO(1, "w", closefd=False), line_buffering=False)
     sys.stderr = io.TextIOWrapper(io.FileIO(2, "w", closefd=False), line_buffering=True)
