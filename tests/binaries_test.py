@@ -190,26 +190,21 @@ def test_describe_writes_the_splits_as_the_models_read_them_for_another_toolkit(
 
 def test_a_second_training_process_in_the_same_directory_is_refused_until_the_first_ends(data, tmp_path):
     model_dir = tmp_path / "m"
-    args = [sys.executable, "-m", "nplm_tf.train", f"--model_dir={model_dir}", *TINY, *data[1]]
-    first = subprocess.Popen(
-        [*args, "--epochs=500", "--patience=500"],
-        cwd=helpers.ROOT,
-        env=dict(os.environ, NLTK_DATA=helpers.SHARED_NLTK),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
-        text=True,
-    )
+    args = [f"--model_dir={model_dir}", *TINY, *data[1]]
+    first = helpers.start_binary("nplm_tf.train", *args, "--epochs=500", "--patience=500")
     try:
-        for line in first.stdout:  # the lock is held from before this line until the process ends
-            if line.startswith("training "):
-                break
-        second = helpers.run_binary("nplm_tf.train", *args[3:], "--epochs=500", "--patience=500")
+        deadline = time.time() + 120
+        lock = model_dir / ".train.lock"  # held, its holder's pid written in it, until the process ends
+        while not (lock.exists() and lock.read_text() == f"{first.pid}\n"):
+            assert time.time() < deadline and first.poll() is None, "the first process took no lock"
+            time.sleep(0.02)
+        second = helpers.run_binary("nplm_tf.train", *args, "--epochs=500", "--patience=500")
         assert first.poll() is None  # still training: the refusal was the lock's
         helpers.assert_one_sentence(second, f"{model_dir} is being trained by another process (pid {first.pid})")
     finally:
         first.kill()  # as kill -9 would: the lock goes with the process
         first.wait()
-    resumed = helpers.run_binary("nplm_tf.train", *args[3:], "--epochs=1")
+    resumed = helpers.run_binary("nplm_tf.train", *args, "--epochs=1")
     assert resumed.returncode == 0, resumed.stderr[-3000:]
 
 

@@ -95,40 +95,109 @@ def tiny_corpus_files(tmp_path, train: int = 60, valid: int = 10, test: int = 10
 
 
 def run_binary(
-    module: str, *args: str, env: dict | None = None, timeout: int = 300, cwd: str = ROOT, input: str | None = None
+    module: str,
+    *args: str,
+    env: dict | None = None,
+    timeout: int = 300,
+    cwd: str = ROOT,
+    input: str | bytes | None = None,
 ) -> subprocess.CompletedProcess:
     """`python -m module args` in `cwd` (the repository's root; elsewhere, with the root on PYTHONPATH), `input` on
-    its standard input. The binary runs in a child of `tests.forkserver` (TensorFlow already imported) unless the
-    environment changes Python's path (`without_tensorflow`: what a fresh interpreter loads is then the point) or
-    NPLM_TF_TESTS_FRESH=1 asks for a fresh interpreter every time."""
+    its standard input, to its end; past `timeout` seconds it is killed and TimeoutExpired raised. Its output is
+    text, or bytes where `input` is. Where it runs: `start_binary`."""
+    process = start_binary(module, *args, env=env, cwd=cwd, input=input)
+    try:
+        stdout, stderr = process.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        stdout, stderr = process.communicate()
+        raise subprocess.TimeoutExpired(process.args, timeout, stdout, stderr) from None
+    return subprocess.CompletedProcess(process.args, process.returncode, stdout, stderr)
+
+
+def start_binary(
+    module: str, *args: str, env: dict | None = None, cwd: str = ROOT, input: str | bytes | None = None
+) -> subprocess.Popen | ForkedBinary:
+    """`python -m module args` started and left running, as `subprocess.Popen` would leave it (pid, args,
+    returncode, poll, wait, send_signal, kill, communicate), its output text or, where `input` is, bytes. It runs in a child of `tests.forkserver`
+    (TensorFlow already imported) unless the environment changes Python's path (`without_tensorflow`: what a
+    fresh interpreter loads is then the point) or NPLM_TF_TESTS_FRESH=1 asks for a fresh interpreter every
+    time."""
     full_env = dict(os.environ)
     full_env.setdefault("NLTK_DATA", SHARED_NLTK)
     if cwd != ROOT:
         full_env["PYTHONPATH"] = os.pathsep.join(p for p in (ROOT, full_env.get("PYTHONPATH")) if p)
     full_env.update(env or {})
     if os.environ.get("NPLM_TF_TESTS_FRESH") != "1" and "PYTHONPATH" not in (env or {}):
-        return _fork_server().run(module, list(args), full_env, cwd, input, timeout)
-    return subprocess.run(
-        [sys.executable, "-m", module, *args],
-        cwd=cwd,
-        env=full_env,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        input=input,
-    )
+        return _fork_server().start(module, list(args), full_env, cwd, input)
+    import tempfile
+
+    with tempfile.TemporaryFile() as stdin:
+        stdin.write(input if isinstance(input, bytes) else (input or "").encode("utf-8"))
+        stdin.seek(0)
+        return subprocess.Popen(
+            [sys.executable, "-m", module, *args],
+            cwd=cwd,
+            env=full_env,
+            stdin=stdin,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=not isinstance(input, bytes),
+        )
+
+
+class ForkedBinary:
+    """A binary running in a child of `tests.forkserver`: `subprocess.Popen`'s methods that the tests use."""
+
+    def __init__(self, server: _ForkServer, key: int, pid: int, args: list[str], paths: dict[str, str], text: bool):
+        self.server, self.key, self.pid, self.args, self.paths, self.text = server, key, pid, args, paths, text
+        self.returncode: int | None = None
+
+    def poll(self) -> int | None:
+        if self.returncode is None:
+            self.returncode = self.server.status(self.key, 0)
+        return self.returncode
+
+    def wait(self, timeout: float | None = None) -> int:
+        if self.returncode is None:
+            self.returncode = self.server.status(self.key, timeout)
+            if self.returncode is None:
+                raise subprocess.TimeoutExpired(self.args, timeout)
+        return self.returncode
+
+    def send_signal(self, number: int) -> None:
+        if self.poll() is None:
+            os.kill(self.pid, number)
+
+    def kill(self) -> None:
+        self.send_signal(signal.SIGKILL)
+
+    def communicate(self, timeout: float | None = None) -> tuple[str, str] | tuple[bytes, bytes]:
+        """(stdout, stderr) once it has ended; past `timeout`, TimeoutExpired and it runs on, as with Popen."""
+        self.wait(timeout)
+        outputs = []
+        for name in ("stdout", "stderr"):
+            with open(self.paths[name], "rb") as f:
+                data = f.read()
+            outputs.append(data.decode("utf-8", errors="replace") if self.text else data)
+        return outputs[0], outputs[1]
 
 
 class _ForkServer:
-    """This test process's `tests.forkserver`, started on first use and again if it died."""
+    """This test process's `tests.forkserver`, started on first use and again if it died; a reader thread
+    files its answers by request id."""
 
     def __init__(self):
         import atexit
+        import itertools
         import tempfile
         import threading
 
         self.process = None
-        self.lock = threading.Lock()  # one request at a time: the server forks one child after another
+        self.answers: dict[int, dict] = {}
+        self.issued: dict[subprocess.Popen, list[int]] = {}  # each server's request ids
+        self.changed = threading.Condition()
+        self.ids = itertools.count()
         self.scratch = tempfile.mkdtemp(prefix="nplm_tf_forkserver_")
         atexit.register(self.close)
 
@@ -136,14 +205,16 @@ class _ForkServer:
         import shutil
 
         if self.process is not None and self.process.poll() is None:
-            self.process.stdin.close()  # the server's loop ends with its input
+            self.process.stdin.close()  # the server kills what still runs and exits
             try:
                 self.process.wait(timeout=10)
             except subprocess.TimeoutExpired:
                 self.process.kill()
         shutil.rmtree(self.scratch, ignore_errors=True)
 
-    def start(self) -> None:
+    def launch(self) -> None:
+        import threading
+
         env = dict(os.environ)
         env.setdefault("NLTK_DATA", SHARED_NLTK)
         self.process = subprocess.Popen(
@@ -155,50 +226,60 @@ class _ForkServer:
             stderr=subprocess.DEVNULL,
             text=True,
         )
+        threading.Thread(target=self.read, args=(self.process,), daemon=True).start()
 
-    def answer(self, timeout: float | None) -> dict | None:
-        import select
+    def read(self, process: subprocess.Popen) -> None:
+        import json
 
-        ready, _, _ = select.select([self.process.stdout], [], [], timeout)
-        if not ready:
+        for line in process.stdout:
+            message = json.loads(line)
+            with self.changed:
+                self.answers.setdefault(message.pop("id"), {}).update(message)
+                self.changed.notify_all()
+        with self.changed:  # the server ended: nothing more will be answered about its children
+            for key in self.issued.pop(process, ()):
+                if key in self.answers:
+                    self.answers[key].setdefault("pid", None)
+                    self.answers[key].setdefault("status", None)
+            self.changed.notify_all()
+
+    def answer(self, key: int, field: str, timeout: float | None) -> dict | None:
+        with self.changed:
+            if not self.changed.wait_for(lambda: field in self.answers.get(key, {}), timeout):
+                return None
+            answer = self.answers[key]
+            if answer[field] is None:
+                raise RuntimeError("tests.forkserver ended unexpectedly")
+            return answer
+
+    def status(self, key: int, timeout: float | None) -> int | None:
+        answer = self.answer(key, "status", timeout)
+        if answer is None:
             return None
-        line = self.process.stdout.readline()
-        if not line:
-            raise RuntimeError("tests.forkserver ended unexpectedly")
+        with self.changed:
+            del self.answers[key]
+        return answer["status"]
+
+    def start(self, module, args, env, cwd, input) -> ForkedBinary:
         import json
 
-        return json.loads(line)
-
-    def run(self, module, args, env, cwd, input, timeout) -> subprocess.CompletedProcess:
-        with self.lock:
-            return self._run(module, args, env, cwd, input, timeout)
-
-    def _run(self, module, args, env, cwd, input, timeout) -> subprocess.CompletedProcess:
-        import json
-
-        if self.process is None or self.process.poll() is not None:
-            self.start()
-        paths = {name: os.path.join(self.scratch, name) for name in ("stdin", "stdout", "stderr")}
-        with open(paths["stdin"], "w", encoding="utf-8") as f:
-            f.write(input or "")
-        for name in ("stdout", "stderr"):
-            open(paths[name], "wb").close()
-        request = {"module": module, "args": args, "env": env, "cwd": os.path.abspath(cwd), **paths}
-        self.process.stdin.write(json.dumps(request) + "\n")
-        self.process.stdin.flush()
-        pid = self.answer(None)["pid"]
-        done = self.answer(timeout)
-        if done is None:
-            os.kill(pid, signal.SIGKILL)
-            self.answer(None)
-        with open(paths["stdout"], encoding="utf-8", errors="replace") as f:
-            stdout = f.read()
-        with open(paths["stderr"], encoding="utf-8", errors="replace") as f:
-            stderr = f.read()
+        with self.changed:
+            if self.process is None or self.process.poll() is not None:
+                self.launch()
+            key = next(self.ids)
+            self.answers[key] = {}
+            self.issued.setdefault(self.process, []).append(key)
+            paths = {name: os.path.join(self.scratch, f"{key}.{name}") for name in ("stdin", "stdout", "stderr")}
+            with open(paths["stdin"], "wb") as f:
+                f.write(input if isinstance(input, bytes) else (input or "").encode("utf-8"))
+            for name in ("stdout", "stderr"):
+                open(paths[name], "wb").close()
+            request = {"id": key, "module": module, "args": args, "env": env, "cwd": os.path.abspath(cwd), **paths}
+            self.process.stdin.write(json.dumps(request) + "\n")
+            self.process.stdin.flush()
+        pid = self.answer(key, "pid", None)["pid"]
         command = [sys.executable, "-m", module, *args]
-        if done is None:
-            raise subprocess.TimeoutExpired(command, timeout, stdout, stderr)
-        return subprocess.CompletedProcess(command, done["status"], stdout, stderr)
+        return ForkedBinary(self, key, pid, command, paths, not isinstance(input, bytes))
 
 
 _SERVER: list[_ForkServer] = []

@@ -3,8 +3,6 @@
 import json
 import os
 import signal
-import subprocess
-import sys
 import time
 
 import numpy as np
@@ -506,9 +504,6 @@ def files_flags(tmp_path_factory):
 def test_a_short_list_model_resumes_exports_and_serves_evaluates_probabilities(tail_kind, files_flags, tmp_path):
     model_dir = str(tmp_path / "m")
     args = [
-        sys.executable,
-        "-m",
-        "nplm_tf.train",
         f"--model_dir={model_dir}",
         "--epochs=4",
         "--patience=99",
@@ -517,14 +512,7 @@ def test_a_short_list_model_resumes_exports_and_serves_evaluates_probabilities(t
         *TINY,
         *files_flags[0],
     ]
-    proc = subprocess.Popen(
-        args,
-        cwd=helpers.ROOT,
-        env=dict(os.environ, NLTK_DATA=helpers.SHARED_NLTK),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    proc = helpers.start_binary("nplm_tf.train", *args)
     history, backed_up = os.path.join(model_dir, "history.json"), os.path.join(model_dir, "backup", "state.json")
     deadline = time.time() + 240
     while time.time() < deadline and proc.poll() is None and not os.path.isfile(backed_up):  # an epoch finished
@@ -532,7 +520,7 @@ def test_a_short_list_model_resumes_exports_and_serves_evaluates_probabilities(t
     proc.send_signal(signal.SIGKILL)
     proc.communicate(timeout=60)
     assert not os.path.exists(os.path.join(model_dir, "metrics.json"))
-    result = subprocess.run(args, cwd=helpers.ROOT, capture_output=True, text=True, timeout=300)
+    result = helpers.run_binary("nplm_tf.train", *args)
     assert result.returncode == 0, result.stderr[-3000:]
     assert "epoch 1/" not in result.stdout and "epoch 2/" in result.stdout  # resumed, not restarted
     assert len(json.load(open(history))) == 4
@@ -574,11 +562,7 @@ def test_a_short_list_model_resumes_exports_and_serves_evaluates_probabilities(t
     # to keep the suite's time.
     if tail_kind == "backoff":
         return
-    env = dict(os.environ, NLTK_DATA=helpers.SHARED_NLTK)
-    query = [sys.executable, "-m", "nplm_tf.query", f"--model_dir={model_dir}"]
-    queried = subprocess.run(
-        query, input="\n".join(lines) + "\n", cwd=helpers.ROOT, env=env, capture_output=True, text=True
-    )
+    queried = helpers.run_binary("nplm_tf.query", f"--model_dir={model_dir}", input="\n".join(lines) + "\n")
     assert queried.returncode == 0, queried.stderr[-3000:]
     log10 = [
         float(field.split(" ")[-1])

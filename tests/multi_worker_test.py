@@ -6,8 +6,6 @@ import json
 import math
 import os
 import signal
-import subprocess
-import sys
 import time
 
 import pytest
@@ -35,23 +33,15 @@ def start_workers(model_dir, epochs, corpus, cluster=None, extra=()):
     for index in range(len(cluster)):
         tf_config = json.dumps({"cluster": {"worker": cluster}, "task": {"type": "worker", "index": index}})
         procs.append(
-            subprocess.Popen(
-                [
-                    sys.executable,
-                    "-m",
-                    "nplm_tf.train",
-                    "--strategy=multi_worker",
-                    f"--model_dir={model_dir}",
-                    f"--epochs={epochs}",
-                    *TINY,
-                    *extra,
-                    *corpus,
-                ],
-                cwd=helpers.ROOT,
-                env=dict(os.environ, TF_CONFIG=tf_config, NLTK_DATA=helpers.SHARED_NLTK),
-                stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE,
-                text=True,
+            helpers.start_binary(
+                "nplm_tf.train",
+                "--strategy=multi_worker",
+                f"--model_dir={model_dir}",
+                f"--epochs={epochs}",
+                *TINY,
+                *extra,
+                *corpus,
+                env={"TF_CONFIG": tf_config},
             )
         )
     return procs, cluster

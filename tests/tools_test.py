@@ -73,16 +73,9 @@ def trained(tmp_path_factory):
 
 
 def run_with_input(module, text, *args, env=None):
-    full_env = dict(os.environ, NLTK_DATA=helpers.SHARED_NLTK, **(env or {}))
+    """The binary's run on `text` (str or bytes) as standard input, its output bytes."""
     data = text if isinstance(text, bytes) else text.encode("utf-8")
-    return subprocess.run(
-        [sys.executable, "-m", module, *args],
-        cwd=helpers.ROOT,
-        env=full_env,
-        input=data,
-        capture_output=True,
-        timeout=300,
-    )
+    return helpers.run_binary(module, *args, env=env, input=data)
 
 
 def test_the_nearest_word_of_cat_is_dog_and_random_features_fail_it(trained):

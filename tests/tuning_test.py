@@ -4,8 +4,6 @@ import glob
 import json
 import os
 import signal
-import subprocess
-import sys
 import time
 
 import keras_tuner
@@ -195,16 +193,8 @@ def test_random_search_under_mirrored_strategy_writes_results_and_resumes(corpus
 
 def test_chief_and_worker_finish_a_search_and_a_killed_worker_loses_nothing(corpus, tmp_path):
     out = str(tmp_path / "dist")
-    env = dict(
-        os.environ,
-        NLTK_DATA=helpers.SHARED_NLTK,
-        KERASTUNER_ORACLE_IP="127.0.0.1",
-        KERASTUNER_ORACLE_PORT=str(strategies.loopback_ports(1)[0]),
-    )
-    cmd = [
-        sys.executable,
-        "-m",
-        "tuning.search",
+    env = dict(KERASTUNER_ORACLE_IP="127.0.0.1", KERASTUNER_ORACLE_PORT=str(strategies.loopback_ports(1)[0]))
+    args = [
         f"--output_dir={out}",
         "--max_trials=3",
         "--epochs_per_trial=1",
@@ -213,14 +203,7 @@ def test_chief_and_worker_finish_a_search_and_a_killed_worker_loses_nothing(corp
     ]
 
     def start(role):
-        return subprocess.Popen(
-            cmd,
-            cwd=helpers.ROOT,
-            env=dict(env, KERASTUNER_TUNER_ID=role),
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
+        return helpers.start_binary("tuning.search", *args, env=dict(env, KERASTUNER_TUNER_ID=role))
 
     chief = start("chief")
     worker = start("tuner0")
