@@ -231,8 +231,9 @@ class LanguageModel:
         missing = list(dict.fromkeys(s.words for s in states if s.words not in self._cache))
         for lo in range(0, len(missing), self.cache_size):  # never more at once than the cache keeps
             part = missing[lo : lo + self.cache_size]
-            for context, entry in zip(part, self._compute(part)):
-                self._remember(context, entry)
+            self._cache.update(zip(part, self._compute(part)))  # new keys: each goes in last, as most recent
+            while len(self._cache) > self.cache_size:
+                self._cache.popitem(last=False)
 
     def next_word_log10(self, state: State) -> np.ndarray:
         """log10 P(w | state) of every word w (id order), (|V|,) float64."""
@@ -299,7 +300,7 @@ class LanguageModel:
             unnormalized = self.network.unnormalized(rows) if self.ngram is None else None
             if unnormalized is not None:  # the full softmax: keep y (float32) and ln Z, not P
                 y, offsets = unnormalized
-                return [(y[k], float(offsets[k])) for k in range(len(contexts))]
+                return list(zip(y, offsets.tolist()))
             p = self.network.distribution(rows)
         elif self._export is not None:
             p = self._export_distribution(contexts)

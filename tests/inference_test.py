@@ -106,3 +106,31 @@ def test_query_rescore_and_neighbors_answer_without_tensorflow(runs, tmp_path):
         "nplm_tf.query", f"--model_dir={model_dirs['class']}", "--precision=float32", env=env, input=text
     )
     assert with_tf.returncode != 0  # --precision is TensorFlow's path: the stand-in refuses to load
+
+
+def test_the_log_normalizer_equals_a_float64_log_sum_exp_where_float32_would_overflow_or_underflow():
+    """The decoder cache's ln Z sums exp(y) unshifted and in float32; rows whose exp would overflow (y near
+    100) or vanish (y near −100) are summed again shifted, and a scratch buffer reused between calls (and
+    between threads) never leaks one call's values into another's."""
+    import concurrent.futures
+
+    from nplm_tf.network.heads import np_ops
+
+    rng = np.random.default_rng(3)
+    y = rng.normal(0, 3, size=(6, 5000)).astype(np.float32)
+    y[1] += 95  # exp overflows float32
+    y[2] -= 110  # exp underflows to zero
+    y[3, 7] = 89.0  # one overflowing logit
+    wide = y.astype(np.float64)
+    top = wide.max(axis=1, keepdims=True)
+    expected = np.log(np.exp(wide - top).sum(axis=1)) + top[:, 0]
+    got = np_ops.log_normalizer(y)
+    assert np.all(np.isfinite(got))
+    np.testing.assert_allclose(got, expected, rtol=1e-6)
+    blocks = [rng.normal(0, 2, size=(k, 3000)).astype(np.float32) for k in (1, 64, 5, 700)]  # 700: past the limit
+    with concurrent.futures.ThreadPoolExecutor(2) as pool:
+        results = list(pool.map(np_ops.log_normalizer, blocks * 3))
+    for block, result in zip(blocks * 3, results, strict=True):
+        wide = block.astype(np.float64)
+        np.testing.assert_allclose(result, np.log(np.exp(wide).sum(axis=1)), rtol=1e-6)
+    assert np.isnan(np_ops.log_normalizer(np.full((1, 4), np.nan, np.float32)))[0]

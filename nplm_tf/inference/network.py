@@ -74,6 +74,13 @@ class NumpyNetwork:
         self.order, self.context_size = config.order, config.context_size
         self.bos_id = vocab_size  # the input-only padding row of C
         self.C, self.H, self.d, self.U, self.b, self.W = (weights[k] for k in ("C", "H", "d", "U", "b", "W"))
+        # b as one more row of the first output weights (U, or W without a hidden layer), against a column of
+        # ones in `logits`: y comes out of one matmul with its bias, no pass over the block to add it. U (or W)
+        # and b stay views of the stacked array.
+        first = "U" if self.U is not None else "W"
+        self._biased = np.concatenate([getattr(self, first), self.b[None, :]]).astype(np.float32, copy=False)
+        setattr(self, first, self._biased[:-1])
+        self.b = self._biased[-1]
         self.head = heads.make(config, vocab_size, tail_ngram)
         if self.head.needs_ngram and tail_ngram is None:
             raise ConfigError("a short list with an n-gram tail needs its tail n-gram.")
@@ -108,8 +115,12 @@ class NumpyNetwork:
     def logits(self, parts: list[np.ndarray], start: int = 0, stop: int | None = None) -> np.ndarray:
         """y = b + W·x + U·tanh(d + H·x) for outputs start..stop-1, (rows, stop - start) float32."""
         weights = [w for w in (self.U, self.W) if w is not None]
-        y = sum(part @ w[:, start:stop] for part, w in zip(parts, weights, strict=True))
-        return y + self.b[start:stop]
+        first = np.empty((len(parts[0]), parts[0].shape[1] + 1), np.float32)
+        first[:, :-1], first[:, -1] = parts[0], 1.0
+        y = first @ self._biased[:, start:stop]
+        for part, w in zip(parts[1:], weights[1:], strict=True):  # in place: no block of fresh memory per term
+            y += part @ w[:, start:stop]
+        return y
 
     def outputs(self, parts: list[np.ndarray]) -> heads.Outputs:
         return heads.Outputs.numpy(parts, self.logits)

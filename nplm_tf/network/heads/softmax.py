@@ -54,5 +54,4 @@ class FullSoftmax(base.Head):
     def np_unnormalized(self, outputs):
         outputs = base.as_outputs(outputs)
         y = outputs.logits()
-        e, top = np_ops.shifted_exp(y)
-        return y, np.log(e.sum(axis=1, dtype=np.float64)) + top[:, 0]
+        return y, np_ops.log_normalizer(y)
