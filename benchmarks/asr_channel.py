@@ -45,3 +45,24 @@ def emissions(text: str, rng: random.Random, noise: float, spread: float, frames
         blank[0] = 1.0
         rows.append(blank / blank.sum())
     return np.log(np.array(rows, dtype=np.float32))
+
+
+def word_errors(reference: str, hypothesis: str) -> tuple[int, int]:
+    """(substitutions + deletions + insertions, reference words) of one utterance, by jiwer's alignment."""
+    import jiwer
+
+    out = jiwer.process_words(reference, hypothesis)
+    return out.substitutions + out.deletions + out.insertions, len(reference.split())
+
+
+def paired_wer_difference(errors_a, errors_b, words, rounds: int = 2000, seed: int = 0) -> dict:
+    """WER(a) − WER(b) over the same utterances, and its 95% interval by the paired bootstrap over utterances
+    (Bisani and Ney, 2004): each round draws the utterances with replacement and takes both decoders' errors
+    on the same draw. An interval that holds 0 is a difference the test set cannot tell from none."""
+    import numpy as np
+
+    a, b, n = (np.asarray(x, np.float64) for x in (errors_a, errors_b, words))
+    draws = np.random.default_rng(seed).integers(0, len(n), size=(rounds, len(n)))
+    differences = (a[draws].sum(axis=1) - b[draws].sum(axis=1)) / n[draws].sum(axis=1)
+    low, high = np.percentile(differences, [2.5, 97.5])
+    return {"difference": float((a.sum() - b.sum()) / n.sum()), "interval95": [float(low), float(high)]}

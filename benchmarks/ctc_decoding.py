@@ -25,7 +25,8 @@ Decoded with pyctcdecode's beam search (beam 100): no language model; KN5 throug
 a small grid, then the test utterances are decoded once. Also: the no-LM decode's 100 best (its
 `decode_beams`) rescored by acoustic score + α·ln P + β·words with each model (an unknown word's log10 P
 offset by −10, as in the shallow fusion). WER by jiwer; seconds per
-utterance of each decode. Prints one JSON object.
+utterance of each decode; the WER differences network − KN5 and mixture − each, with their 95% intervals by
+the paired bootstrap over test utterances (`asr_channel.paired_wer_difference`). Prints one JSON object.
 """
 
 from __future__ import annotations
@@ -38,7 +39,7 @@ import time
 
 from absl import flags
 
-from benchmarks.asr_channel import LABELS, emissions, normalize, sentences
+from benchmarks.asr_channel import LABELS, emissions, normalize, paired_wer_difference, sentences, word_errors
 from pipelines import app
 from pipelines.errors import UserError
 
@@ -132,19 +133,26 @@ def main(argv, checked):
 
     references = {"valid": valid, "test": test}
     result = {"utterances": {"valid": len(valid), "test": len(test)}, "noise": NOISE.value, "spread": SPREAD.value}
+    errors = {}  # each decoder's errors per test utterance, for the paired intervals
     for name, make in makers.items():
         if make is None:
             texts, seconds = decode(None, "test")
             result[name] = {"wer": jiwer.wer(test, texts), "seconds_per_utterance": seconds}
-            continue
-        tuned = min(grid, key=lambda ab: jiwer.wer(valid, decode(make(*ab), "valid")[0]))
-        texts, seconds = decode(make(*tuned), "test")
-        result[name] = {
-            "wer": jiwer.wer(test, texts),
-            "seconds_per_utterance": seconds,
-            "alpha": tuned[0],
-            "beta": tuned[1],
-        }
+        else:
+            tuned = min(grid, key=lambda ab: jiwer.wer(valid, decode(make(*ab), "valid")[0]))
+            texts, seconds = decode(make(*tuned), "test")
+            result[name] = {
+                "wer": jiwer.wer(test, texts),
+                "seconds_per_utterance": seconds,
+                "alpha": tuned[0],
+                "beta": tuned[1],
+            }
+        errors[name] = [word_errors(r, h) for r, h in zip(test, texts, strict=True)]
+    words = [n for _, n in errors["none"]]
+    result["paired"] = {
+        f"{a} - {b}": paired_wer_difference([e for e, _ in errors[a]], [e for e, _ in errors[b]], words)
+        for a, b in (("network", "kn5"), ("network+kn5", "network"), ("network+kn5", "kn5"))
+    }
     # The no-LM decode's 100 best, rescored.
     plain = pyctcdecode.BeamSearchDecoderCTC(alphabet)
     nbest = {split: [plain.decode_beams(x, beam_width=100) for x in inputs[split]] for split in ("valid", "test")}

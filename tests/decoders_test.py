@@ -107,3 +107,17 @@ def test_the_ctc_benchmarks_spelling_and_channel():
     letters = [c for c in text * 20 if c != " "]
     wrong = sum(b != c for b, c in zip(best[[i for i, c in enumerate(text * 20) if c != " "]], letters))
     assert 0.15 < wrong / len(letters) < 0.3  # about --noise of the letters that have alike ones are heard wrong
+
+
+def test_the_ctc_benchmarks_paired_wer_interval_tells_a_real_difference_from_noise():
+    from benchmarks import asr_channel
+
+    assert asr_channel.word_errors("the cat sat", "the bat sat down") == (2, 3)  # one substitution, one insertion
+    words = [10] * 200
+    same = asr_channel.paired_wer_difference([1] * 200, [1] * 200, words)
+    assert same == {"difference": 0.0, "interval95": [0.0, 0.0]}
+    better = asr_channel.paired_wer_difference([0, 1] * 100, [1, 1] * 100, words)  # one error fewer in half
+    assert better["difference"] == pytest.approx(-0.05) and better["interval95"][1] < 0
+    # Two errors moved between utterances of equal systems: a difference the interval holds 0 for.
+    noise = asr_channel.paired_wer_difference([2, 0] * 100, [0, 2] * 100, words)
+    assert noise["difference"] == 0.0 and noise["interval95"][0] < 0 < noise["interval95"][1]
