@@ -119,21 +119,23 @@ def start_binary(
     module: str, *args: str, env: dict | None = None, cwd: str = ROOT, input: str | bytes | None = None
 ) -> subprocess.Popen | ForkedBinary:
     """`python -m module args` started and left running, as `subprocess.Popen` would leave it (pid, args,
-    returncode, poll, wait, send_signal, kill, communicate), its output text or, where `input` is, bytes. It runs in a child of `tests.forkserver`
-    (TensorFlow already imported) unless the environment changes Python's path (`without_tensorflow`: what a
-    fresh interpreter loads is then the point) or NPLM_TF_TESTS_FRESH=1 asks for a fresh interpreter every
-    time."""
+    returncode, poll, wait, send_signal, kill, communicate), its output text or, where `input` is, bytes. It
+    runs in a child of `tests.forkserver` (TensorFlow already imported) unless the environment changes
+    Python's path (`without_tensorflow`: what a fresh interpreter loads is then the point) or
+    NPLM_TF_TESTS_FRESH=1 asks for a fresh interpreter every time."""
     full_env = dict(os.environ)
     full_env.setdefault("NLTK_DATA", SHARED_NLTK)
     if cwd != ROOT:
         full_env["PYTHONPATH"] = os.pathsep.join(p for p in (ROOT, full_env.get("PYTHONPATH")) if p)
     full_env.update(env or {})
+    text = not isinstance(input, bytes)
+    data = (input or "").encode("utf-8") if text else input
     if os.environ.get("NPLM_TF_TESTS_FRESH") != "1" and "PYTHONPATH" not in (env or {}):
-        return _fork_server().start(module, list(args), full_env, cwd, input)
+        return _fork_server().start(module, list(args), full_env, cwd, data, text)
     import tempfile
 
     with tempfile.TemporaryFile() as stdin:
-        stdin.write(input if isinstance(input, bytes) else (input or "").encode("utf-8"))
+        stdin.write(data)
         stdin.seek(0)
         return subprocess.Popen(
             [sys.executable, "-m", module, *args],
@@ -142,7 +144,7 @@ def start_binary(
             stdin=stdin,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
-            text=not isinstance(input, bytes),
+            text=text,
         )
 
 
@@ -260,7 +262,7 @@ class _ForkServer:
             del self.answers[key]
         return answer["status"]
 
-    def start(self, module, args, env, cwd, input) -> ForkedBinary:
+    def start(self, module, args, env, cwd, data: bytes, text: bool) -> ForkedBinary:
         import json
 
         with self.changed:
@@ -271,7 +273,7 @@ class _ForkServer:
             self.issued.setdefault(self.process, []).append(key)
             paths = {name: os.path.join(self.scratch, f"{key}.{name}") for name in ("stdin", "stdout", "stderr")}
             with open(paths["stdin"], "wb") as f:
-                f.write(input if isinstance(input, bytes) else (input or "").encode("utf-8"))
+                f.write(data)
             for name in ("stdout", "stderr"):
                 open(paths[name], "wb").close()
             request = {"id": key, "module": module, "args": args, "env": env, "cwd": os.path.abspath(cwd), **paths}
@@ -279,7 +281,7 @@ class _ForkServer:
             self.process.stdin.flush()
         pid = self.answer(key, "pid", None)["pid"]
         command = [sys.executable, "-m", module, *args]
-        return ForkedBinary(self, key, pid, command, paths, not isinstance(input, bytes))
+        return ForkedBinary(self, key, pid, command, paths, text)
 
 
 _SERVER: list[_ForkServer] = []
