@@ -528,3 +528,23 @@ def test_the_default_precision_is_the_machines_faster_one_and_a_run_keeps_its_ow
     assert more.returncode == 0, more.stderr[-2000:]
     assert "precision: " not in more.stdout and "epoch 2/" in more.stdout
     assert json.load(open(os.path.join(old, "metrics.json")))["config"]["precision"] == other
+
+
+def test_a_long_epoch_prints_its_progress_every_few_minutes_and_a_short_one_nothing(monkeypatch, capsys):
+    from nplm_tf.training import callbacks
+
+    clock = [1000.0]
+    monkeypatch.setattr(callbacks.time, "perf_counter", lambda: clock[0])
+    progress = callbacks.EpochProgress(train_tokens=1_000_000, batch_size=100, epochs=3, every=300)
+    progress.on_epoch_begin(1)
+    for batch, now in ((99, 1100), (1999, 1299), (2999, 1300), (5999, 1500), (7499, 1600)):
+        clock[0] = now
+        progress.on_train_batch_end(batch)
+    assert capsys.readouterr().out.splitlines() == [
+        "epoch 2/3: 30% of its 1,000,000 tokens, 1,000 tokens/s, about 12 min left",  # at 300 s: 300,000 tokens
+        "epoch 2/3: 75% of its 1,000,000 tokens, 1,250 tokens/s, about 3 min left",  # 300 s after the last line
+    ]
+    progress.on_epoch_begin(2)  # a new epoch starts its own clock: 100 s into it, nothing yet
+    clock[0] = 1700
+    progress.on_train_batch_end(9999)
+    assert capsys.readouterr().out == ""

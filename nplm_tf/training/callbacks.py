@@ -97,6 +97,41 @@ class StepLoss(keras.callbacks.Callback):
         self._writer.flush()
 
 
+PROGRESS_EVERY = 300.0  # seconds between two progress lines within an epoch (`EpochProgress`)
+
+
+class EpochProgress(keras.callbacks.Callback):
+    """Where no progress bar shows (standard output not a terminal: a log file, a batch job), a line every
+    `every` seconds of a long epoch: how far it is, how fast, and about how long is left. A full softmax over a
+    large vocabulary can take half an hour an epoch; epochs shorter than `every` print nothing more."""
+
+    def __init__(self, train_tokens: int, batch_size: int, epochs: int, every: float = PROGRESS_EVERY):
+        super().__init__()
+        self.train_tokens, self.batch_size, self.epochs, self.every = train_tokens, batch_size, epochs, every
+
+    def on_epoch_begin(self, epoch, logs=None):
+        self._epoch = epoch
+        self._start = self._last = time.perf_counter()
+
+    def on_train_batch_end(self, batch, logs=None):
+        now = time.perf_counter()
+        if now - self._last < self.every:
+            return
+        self._last = now
+        done = min((batch + 1) * self.batch_size, self.train_tokens)
+        rate = done / (now - self._start)
+        left = (self.train_tokens - done) / rate
+        print(
+            f"epoch {self._epoch + 1}/{self.epochs}: {done / self.train_tokens:.0%} of its {self.train_tokens:,} "
+            f"tokens, {rate:,.0f} tokens/s, about {_minutes(left)} left",
+            flush=True,
+        )
+
+
+def _minutes(seconds: float) -> str:
+    return f"{seconds:.0f} s" if seconds < 90 else f"{seconds / 60:.0f} min"
+
+
 class ValidationRecorder(keras.callbacks.Callback):
     """Adds the exact validation perplexity to the logs and records each epoch.
 

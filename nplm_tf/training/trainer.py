@@ -127,6 +127,7 @@ def _train_and_evaluate(
         callbacks_lib.ValidationRecorder(
             run, valid_ds, data.tokens["train"], data.vocab.unk_id, step_loss, announce=announce
         ),
+        *([callbacks_lib.EpochProgress(data.tokens["train"], config.batch_size, config.epochs)] if announce else []),
         callbacks_lib.ResumableEarlyStopping(run, config.patience),
         keras.callbacks.TensorBoard(run.logs_dir, write_graph=False, profile_batch=0),
         backup.EpochBackup(run),
