@@ -231,9 +231,7 @@ class LanguageModel:
         missing = list(dict.fromkeys(s.words for s in states if s.words not in self._cache))
         for lo in range(0, len(missing), self.cache_size):  # never more at once than the cache keeps
             part = missing[lo : lo + self.cache_size]
-            self._cache.update(zip(part, self._compute(part)))  # new keys: each goes in last, as most recent
-            while len(self._cache) > self.cache_size:
-                self._cache.popitem(last=False)
+            self._remember(zip(part, self._compute(part)))
 
     def next_word_log10(self, state: State) -> np.ndarray:
         """log10 P(w | state) of every word w (id order), (|V|,) float64."""
@@ -279,14 +277,15 @@ class LanguageModel:
         entry = self._cache.get(context)
         if entry is None:
             entry = self._compute([context])[0]
-            self._remember(context, entry)
+            self._remember([(context, entry)])
         else:
             self._cache.move_to_end(context)
         return entry
 
-    def _remember(self, context: tuple[int, ...], entry) -> None:
-        self._cache[context] = entry
-        self._cache.move_to_end(context)
+    def _remember(self, entries: Iterable[tuple[tuple[int, ...], object]]) -> None:
+        """Caches (context, entry) pairs of contexts not cached (each goes in last, as the most recent), then
+        drops the least recent beyond `cache_size`."""
+        self._cache.update(entries)
         while len(self._cache) > self.cache_size:
             self._cache.popitem(last=False)
 
