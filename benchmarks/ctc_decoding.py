@@ -22,7 +22,8 @@ a label of its own (never confused), as in character CTC models.
 Decoded with pyctcdecode's beam search (beam 100): no language model; KN5 through pyctcdecode's own
 `LanguageModel` on the `kenlm` module reading KN5's ARPA; the network and the network + KN5 mixture through
 `nplm_tf.decoders.PyCTCDecodeLM`. α and β are chosen per model on --valid_utterances valid utterances over
-a small grid, then the test utterances are decoded once. Also: the no-LM decode's 100 best (its
+a small grid (a weight chosen at its grid's largest value is named in `at_grid_edge`, with a note on
+stderr), then the test utterances are decoded once. Also: the no-LM decode's 100 best (its
 `decode_beams`) rescored by acoustic score + α·ln P + β·words with each model (an unknown word's log10 P
 offset by −10, as in the shallow fusion). WER by jiwer; seconds per
 utterance of each decode; the WER differences network − KN5 and mixture − each, with their 95% intervals by
@@ -35,11 +36,20 @@ import itertools
 import json
 import os
 import random
+import sys
 import time
 
 from absl import flags
 
-from benchmarks.asr_channel import LABELS, emissions, normalize, paired_wer_difference, sentences, word_errors
+from benchmarks.asr_channel import (
+    LABELS,
+    emissions,
+    grid_edges,
+    normalize,
+    paired_wer_difference,
+    sentences,
+    word_errors,
+)
 from pipelines import app
 from pipelines.errors import UserError
 
@@ -51,9 +61,9 @@ NOISE = flags.DEFINE_float("noise", 0.1, "Share of characters whose frames favou
 SPREAD = flags.DEFINE_float("spread", 0.3, "Posterior mass an unconfused character leaves to its alike letters.")
 FRAMES = flags.DEFINE_integer("frames", 2, "Frames per character (a blank frame follows them).")
 SEED = flags.DEFINE_integer("seed", 0, "Seed of the channel and of the utterances drawn.")
-VALID_UTTERANCES = flags.DEFINE_integer("valid_utterances", 30, "Valid utterances that choose α and β.")
-TEST_UTTERANCES = flags.DEFINE_integer("test_utterances", 200, "Test utterances decoded.")
-ALPHAS = flags.DEFINE_list("alphas", ["0.05", "0.1", "0.2", "0.4"], "The grid of α.")
+VALID_UTTERANCES = flags.DEFINE_integer("valid_utterances", 60, "Valid utterances that choose α and β.")
+TEST_UTTERANCES = flags.DEFINE_integer("test_utterances", 500, "Test utterances decoded.")
+ALPHAS = flags.DEFINE_list("alphas", ["0.2", "0.3", "0.5", "0.7", "1.0"], "The grid of α.")
 BETAS = flags.DEFINE_list("betas", ["0", "1", "2"], "The grid of β.")
 
 
@@ -123,7 +133,18 @@ def main(argv, checked):
         "network": lambda a, b: PyCTCDecodeLM(network, unigrams, alpha=a, beta=b),
         "network+kn5": lambda a, b: PyCTCDecodeLM(mixed, unigrams, alpha=a, beta=b),
     }
-    grid = list(itertools.product(map(float, ALPHAS.value), map(float, BETAS.value)))
+    alphas, betas = [float(a) for a in ALPHAS.value], [float(b) for b in BETAS.value]
+    grid = list(itertools.product(alphas, betas))
+
+    def tuned_row(name: str, tuned: tuple[float, float], row: dict) -> dict:
+        edges = grid_edges(tuned, alphas, betas)
+        if edges:
+            print(
+                f"note: {name}'s {' and '.join(edges)} ({tuned[0]:g}, {tuned[1]:g}) is its grid's largest; "
+                "widen --alphas or --betas, or the comparison holds an under-tuned decoder.",
+                file=sys.stderr,
+            )
+        return {**row, "alpha": tuned[0], "beta": tuned[1], "at_grid_edge": edges}
 
     def decode(lm, split):
         decoder = pyctcdecode.BeamSearchDecoderCTC(alphabet, language_model=lm)
@@ -141,12 +162,7 @@ def main(argv, checked):
         else:
             tuned = min(grid, key=lambda ab: jiwer.wer(valid, decode(make(*ab), "valid")[0]))
             texts, seconds = decode(make(*tuned), "test")
-            result[name] = {
-                "wer": jiwer.wer(test, texts),
-                "seconds_per_utterance": seconds,
-                "alpha": tuned[0],
-                "beta": tuned[1],
-            }
+            result[name] = tuned_row(name, tuned, {"wer": jiwer.wer(test, texts), "seconds_per_utterance": seconds})
         errors[name] = [word_errors(r, h) for r, h in zip(test, texts, strict=True)]
     words = [n for _, n in errors["none"]]
     result["paired"] = {
@@ -179,11 +195,8 @@ def main(argv, checked):
             return chosen
 
         tuned = min(grid, key=lambda ab: jiwer.wer(references["valid"], pick("valid", *ab)))
-        result[f"rescore_100best_{name}"] = {
-            "wer": jiwer.wer(test, pick("test", *tuned)),
-            "alpha": tuned[0],
-            "beta": tuned[1],
-        }
+        key = f"rescore_100best_{name}"
+        result[key] = tuned_row(key, tuned, {"wer": jiwer.wer(test, pick("test", *tuned))})
     result["ratio_network_to_kn5_seconds"] = (
         result["network"]["seconds_per_utterance"] / result["kn5"]["seconds_per_utterance"]
     )

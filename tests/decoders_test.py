@@ -121,3 +121,57 @@ def test_the_ctc_benchmarks_paired_wer_interval_tells_a_real_difference_from_noi
     # Two errors moved between utterances of equal systems: a difference the interval holds 0 for.
     noise = asr_channel.paired_wer_difference([2, 0] * 100, [0, 2] * 100, words)
     assert noise["difference"] == 0.0 and noise["interval95"][0] < 0 < noise["interval95"][1]
+
+
+def test_the_ctc_benchmark_names_a_weight_tuned_at_its_grids_largest_value():
+    from benchmarks import asr_channel
+
+    alphas, betas = [0.2, 0.5, 1.0], [0.0, 1.0, 2.0]
+    assert asr_channel.grid_edges((0.5, 1.0), alphas, betas) == []
+    assert asr_channel.grid_edges((0.2, 0.0), alphas, betas) == []  # α at its smallest: no LM is the limit
+    assert asr_channel.grid_edges((1.0, 1.0), alphas, betas) == ["alpha"]
+    assert asr_channel.grid_edges((1.0, 2.0), alphas, betas) == ["alpha", "beta"]
+    assert asr_channel.grid_edges((1.0, 2.0), [1.0], [2.0]) == []  # a grid of one value was not searched
+
+
+def test_the_ctc_benchmark_decodes_with_each_model_and_names_the_weights_tuned_at_a_grids_edge(model_dir, tmp_path):
+    import json
+    import os
+
+    from benchmarks import asr_channel
+
+    text_dir = tmp_path / "text"
+    text_dir.mkdir()
+    for split, seed in (("valid", 1), ("test", 2)):
+        lines = [asr_channel.normalize(t) for t in helpers.synthetic_texts(seed, 12)]
+        (text_dir / f"{split}.txt").write_text("".join(line + "\n" for line in lines))
+    alphas, betas = [0.6, 0.5], [1.0, 0.0]  # equal WERs keep the first: a largest value
+    result = helpers.run_binary(
+        "benchmarks.ctc_decoding",
+        f"--text_dir={text_dir}",
+        f"--model_dir={model_dir}",
+        f"--ngram_dir={os.path.join(os.path.dirname(model_dir), 'kn3')}",
+        "--valid_utterances=3",
+        "--test_utterances=4",
+        f"--alphas={','.join(map(str, alphas))}",
+        f"--betas={','.join(map(str, betas))}",
+        timeout=600,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    out = json.loads(result.stdout[result.stdout.index("{") :])
+    assert out["utterances"] == {"valid": 3, "test": 4}
+    tuned = [k for k in out if k in ("kn5", "network", "network+kn5") or k.startswith("rescore_100best_")]
+    assert (
+        len(tuned) == 6
+        and 0 <= out["none"]["wer"]
+        and set(out["paired"])
+        == {
+            "network - kn5",
+            "network+kn5 - network",
+            "network+kn5 - kn5",
+        }
+    )
+    for name in tuned:
+        row = out[name]
+        assert row["at_grid_edge"] == asr_channel.grid_edges((row["alpha"], row["beta"]), alphas, betas), name
+        assert (f"note: {name}'s " in result.stderr) == bool(row["at_grid_edge"]), name
