@@ -95,13 +95,24 @@ def utterances(path: str, count: int, rng: random.Random) -> list[str]:
 def check() -> None:
     if PREPARE.value:
         return
+    if not 0 <= NOISE.value < 1 or not 0 <= SPREAD.value < 1 or FRAMES.value < 1:
+        raise UserError("--noise and --spread must be in [0, 1) and --frames at least 1.")
+    if VALID_UTTERANCES.value < 1 or TEST_UTTERANCES.value < 1:
+        raise UserError("--valid_utterances and --test_utterances must be at least 1.")
+    for flag in (ALPHAS, BETAS):
+        try:
+            weights = [float(v) for v in flag.value]
+        except ValueError:
+            weights = []
+        if not weights or not all(0 <= w < float("inf") for w in weights):
+            raise UserError(
+                f"--{flag.name} must be a comma-separated list of numbers of at least 0, not {','.join(flag.value)!r}."
+            )
     for flag in (TEXT_DIR, MODEL_DIR, NGRAM_DIR):
         if not flag.value:
             raise UserError(f"--{flag.name} is required (or --prepare=DIR first).")
     if not os.path.isfile(os.path.join(NGRAM_DIR.value, "model.arpa")):
         raise UserError(f"{NGRAM_DIR.value} has no model.arpa; build it with nplm_tf.ngram (without --noarpa).")
-    if not 0 <= NOISE.value < 1 or not 0 <= SPREAD.value < 1 or FRAMES.value < 1:
-        raise UserError("--noise and --spread must be in [0, 1) and --frames at least 1.")
 
 
 def main(argv, checked):

@@ -43,6 +43,9 @@ def test_optimizer_benchmark_times_all_three_optimizers():
         ("benchmarks.compare_coverage", "--run_sd=x", "--runs must be whole numbers and --run_sd numbers"),
         ("benchmarks.nplm_toolkit", "--nplm_bin=/nonexistent", "has no executable prepareNeuralLM"),
         ("benchmarks.nplm_toolkit", "--steps=32", "--steps=32: 32 is not integer >= 64."),
+        ("benchmarks.ctc_decoding", "--alphas=a,0.5", "--alphas must be a comma-separated list of numbers"),
+        ("benchmarks.ctc_decoding", "--betas=-1", "of at least 0, not '-1'"),
+        ("benchmarks.ctc_decoding", "--test_utterances=0", "--test_utterances must be at least 1"),
     ],
 )
 def test_bad_flag_values_are_one_sentence(module, flag, message, tmp_path):
