@@ -169,12 +169,24 @@ def test_the_best_recipe_trains_its_ensemble_mixes_it_and_resumes(tmp_path):
     md = open(os.path.join(out, "best.md")).read()
     assert "| the networks and KN5 |" in md and "python -m nplm_tf.reproduce --output=" in md
 
+    # After each network but the last, the time the others will take; none where nothing trains.
+    assert first.stdout.count(" to go, about ") == len(names) - 1, first.stdout
     again = helpers.run_binary("nplm_tf.reproduce", *args)  # every part is finished: nothing trains again
     assert again.returncode == 0, again.stderr[-3000:]
-    assert "training" not in again.stdout
+    assert "training" not in again.stdout and " to go, about " not in again.stdout
     assert [r["test"] for r in json.load(open(os.path.join(out, "best.json")))["rows"]] == [
         r["test"] for r in result["rows"]
     ]
+
+
+def test_the_recipe_foresees_the_time_left_from_the_networks_it_trained():
+    from nplm_tf.experiments import best
+
+    trained = {"name": "a", "seconds_here": 600.0, "train_seconds": 590.0}
+    found = {"name": "b", "seconds_here": 2.0, "train_seconds": 700.0}  # finished on disk: only read
+    assert best.remaining([trained], 3) == "a took 10.0 minutes; 3 to go, about 30 minutes more\n"
+    assert best.remaining([trained, found], 2) == "b took 0.0 minutes; 2 to go, about 20 minutes more\n"
+    assert best.remaining([found], 2) == "" and best.remaining([trained], 0) == ""
 
 
 def np_allclose_rows(weights) -> bool:

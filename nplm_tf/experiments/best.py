@@ -9,7 +9,8 @@ rerun trains only what is missing. The ensemble's weights are fitted on valid by
 bucket with the n-gram (`tools.ensemble`): OUTPUT/ensemble.json keeps the fit of every network and KN5, which
 `export --ensemble` and `nplm_tf.LanguageModel` read. OUTPUT/best.md and best.json list each model's test
 perplexity, the networks' ensemble and the ensemble with KN5, each against KN5 with the paired interval over
-the test units, and the time every part took.
+the test units, and the time every part took. After each network it trains it prints how long the
+networks still to train will take, at the mean time of those it trained.
 """
 
 from __future__ import annotations
@@ -107,16 +108,29 @@ def ensemble_rows(output_dir: str, corpus: corpus_lib.Corpus, networks: list[dic
     return rows
 
 
+def remaining(networks: list[dict], left: int) -> str:
+    """A line on the time the networks still to train will take, from those this run trained (a network found
+    finished on disk takes only its reading), or nothing where there is no such network or none is left."""
+    trained = [r["seconds_here"] for r in networks if r["seconds_here"] >= 0.5 * (r["train_seconds"] or 0) > 0]
+    if not trained or not left:
+        return ""
+    minutes = left * sum(trained) / len(trained) / 60
+    last = networks[-1]
+    took = f"{last['name']} took {last['seconds_here'] / 60:.1f} minutes"
+    return f"{took}; {left} to go, about {minutes:.0f} minutes more\n"
+
+
 def run_recipe(output_dir: str, corpus: corpus_lib.Corpus, base: Config, seeds: list[int]) -> dict:
     start = time.perf_counter()
     kn5 = table1.ngram_row(output_dir, corpus, base, table1.NGRAMS[-1])
     kn5["seconds_here"] = time.perf_counter() - start
-    networks = []
-    for name, config in members(base, seeds):
+    networks, todo = [], members(base, seeds)
+    for i, (name, config) in enumerate(todo):
         print(
             f"{name}: n={config.order}, h={config.hidden_dim}, m={config.feature_dim}, seed={config.seed}", flush=True
         )
         networks.append(network_row(output_dir, corpus, name, config))
+        print(remaining(networks, len(todo) - i - 1), end="", flush=True)
     rows = networks + ensemble_rows(output_dir, corpus, networks, kn5) + [kn5]
     for r in rows:
         r["ratio_to_kn5"] = r["test"] / kn5["test"]
