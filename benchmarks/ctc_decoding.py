@@ -92,13 +92,15 @@ def utterances(path: str, count: int, rng: random.Random) -> list[str]:
     return rng.sample(pool, count)
 
 
-def check() -> None:
+def check() -> tuple[list[float], list[float]] | None:
+    """The flags' errors before anything loads; the grids of α and β, parsed once for `main`."""
     if PREPARE.value:
-        return
+        return None
     if not 0 <= NOISE.value < 1 or not 0 <= SPREAD.value < 1 or FRAMES.value < 1:
         raise UserError("--noise and --spread must be in [0, 1) and --frames at least 1.")
     if VALID_UTTERANCES.value < 1 or TEST_UTTERANCES.value < 1:
         raise UserError("--valid_utterances and --test_utterances must be at least 1.")
+    grids = []
     for flag in (ALPHAS, BETAS):
         try:
             weights = [float(v) for v in flag.value]
@@ -108,11 +110,13 @@ def check() -> None:
             raise UserError(
                 f"--{flag.name} must be a comma-separated list of numbers of at least 0, not {','.join(flag.value)!r}."
             )
+        grids.append(weights)
     for flag in (TEXT_DIR, MODEL_DIR, NGRAM_DIR):
         if not flag.value:
             raise UserError(f"--{flag.name} is required (or --prepare=DIR first).")
     if not os.path.isfile(os.path.join(NGRAM_DIR.value, "model.arpa")):
         raise UserError(f"{NGRAM_DIR.value} has no model.arpa; build it with nplm_tf.ngram (without --noarpa).")
+    return grids[0], grids[1]
 
 
 def main(argv, checked):
@@ -144,7 +148,7 @@ def main(argv, checked):
         "network": lambda a, b: PyCTCDecodeLM(network, unigrams, alpha=a, beta=b),
         "network+kn5": lambda a, b: PyCTCDecodeLM(mixed, unigrams, alpha=a, beta=b),
     }
-    alphas, betas = [float(a) for a in ALPHAS.value], [float(b) for b in BETAS.value]
+    alphas, betas = checked
     grid = list(itertools.product(alphas, betas))
 
     def tuned_row(name: str, tuned: tuple[float, float], row: dict) -> dict:

@@ -161,16 +161,8 @@ def test_the_ctc_benchmark_decodes_with_each_model_and_names_the_weights_tuned_a
     out = json.loads(result.stdout[result.stdout.index("{") :])
     assert out["utterances"] == {"valid": 3, "test": 4}
     tuned = [k for k in out if k in ("kn5", "network", "network+kn5") or k.startswith("rescore_100best_")]
-    assert (
-        len(tuned) == 6
-        and 0 <= out["none"]["wer"]
-        and set(out["paired"])
-        == {
-            "network - kn5",
-            "network+kn5 - network",
-            "network+kn5 - kn5",
-        }
-    )
+    assert len(tuned) == 6 and 0 <= out["none"]["wer"]
+    assert set(out["paired"]) == {"network - kn5", "network+kn5 - network", "network+kn5 - kn5"}
     for name in tuned:
         row = out[name]
         assert row["at_grid_edge"] == asr_channel.grid_edges((row["alpha"], row["beta"]), alphas, betas), name
