@@ -22,7 +22,9 @@ ours; its --per_token file compares with ours by `nplm_tf.compare`.
 
 --model_dirs mixes several networks (any heads and shapes, one vocabulary) and the n-grams of --ngram_dir
 (comma-separated) linearly, weights uniform, by EM on valid, and per context frequency (`tools/ensemble.py`),
-in NumPy; --per_token writes the ensemble's, and --save_ensemble=FILE keeps the fit.
+in NumPy; --per_token writes the ensemble's, and --save_ensemble=FILE keeps the fit. --cache=0.999 adds a
+cache of the text so far (`baselines/cache.py`: a unigram model of each line's words so far, SRILM's `-cache`)
+as one more member; it helps where a line is a document (a Brown text), and no served model keeps it.
 """
 
 import contextlib
@@ -42,6 +44,12 @@ MODEL_DIRS = flags.DEFINE_string(
     "model_dirs", None, "Instead of --model_dir: an ensemble's networks, comma-separated directories or globs."
 )
 SAVE_ENSEMBLE = app.define_path("save_ensemble", None, "With --model_dirs: keep the fitted weights in this JSON file.")
+CACHE = flags.DEFINE_list(
+    "cache",
+    [],
+    "With --model_dirs: also mix in a cache of the words of the line so far, one for each decay given "
+    "(comma-separated, each in (0, 1]; 1: no decay), e.g. 0.999.",
+)
 NPLM_MODEL = app.define_path(
     "nplm_model", None, "Instead of --model_dir: a model file of the nplm toolkit (num_hidden 0, tanh) to score."
 )
@@ -98,6 +106,8 @@ def check():
         )
     if SAVE_ENSEMBLE.value and not MODEL_DIRS.value:
         raise UserError("--save_ensemble needs --model_dirs (the ensemble whose weights it keeps).")
+    if CACHE.value and not MODEL_DIRS.value:
+        raise UserError("--cache is an ensemble's member: give the network as --model_dirs=DIR.")
     if MODEL_DIRS.value:
         return check_ensemble()
     if NPLM_MODEL.value:
@@ -140,7 +150,9 @@ def check():
 
 
 def check_ensemble():
-    """--model_dirs and --ngram_dir's directories, their shared vocabulary and the outputs, before any scoring."""
+    """--model_dirs and --ngram_dir's directories, their shared vocabulary, --cache's decays and the outputs,
+    before any scoring."""
+    from nplm_tf.baselines import cache
     from nplm_tf.tools import ensemble
     from pipelines import corpus as corpus_lib
     from pipelines import files
@@ -154,8 +166,17 @@ def check_ensemble():
     for directory in ngram_dirs:
         if not os.path.isdir(directory):
             raise UserError(f"--ngram_dir: {directory} is not a directory; give n-gram directories of nplm_tf.ngram.")
-    if len(model_dirs) + len(ngram_dirs) < 2:
-        raise UserError("an ensemble needs two models at least: give more --model_dirs or an --ngram_dir.")
+    try:
+        decays = cache.check_decays(CACHE.value)
+    except ValueError as e:
+        raise UserError(f"--cache: {e}.") from None
+    if decays and SAVE_ENSEMBLE.value:
+        raise UserError(
+            "--save_ensemble keeps a fit for export and LanguageModel, which cannot serve a cache (their state is "
+            "the last n − 1 words): leave out --cache to save one."
+        )
+    if len(model_dirs) + len(ngram_dirs) + len(decays) < 2:
+        raise UserError("an ensemble needs two models at least: give more --model_dirs, an --ngram_dir or --cache.")
     ensemble.Members.check(model_dirs, ngram_dirs)
     for flag in (PER_TOKEN, SAVE_ENSEMBLE):
         if flag.value:
@@ -164,14 +185,14 @@ def check_ensemble():
     corpus = corpus_flags.corpus_from_flags(run.read_corpus(), model_dirs[0])
     split = corpus_lib.file_split(FILES.value) if FILES.value else corpus[SPLIT.value]
     corpus_lib.check_split(split, order=1)
-    return corpus, split, model_dirs, ngram_dirs
+    return corpus, split, model_dirs, ngram_dirs, decays
 
 
-def evaluate_ensemble(corpus, split, model_dirs, ngram_dirs) -> None:
+def evaluate_ensemble(corpus, split, model_dirs, ngram_dirs, decays) -> None:
     from nplm_tf.tools import ensemble
     from pipelines import per_token
 
-    members = ensemble.Members.load(model_dirs, ngram_dirs)
+    members = ensemble.Members.load(model_dirs, ngram_dirs, decays)
     report, probs, ids = ensemble.fit_and_score(members, corpus["valid"], split)
     fit = report.pop("fit")
     if PER_TOKEN.value:

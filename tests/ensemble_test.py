@@ -13,6 +13,8 @@ from nplm_tf.baselines import mixture
 from nplm_tf.tools import ensemble
 from nplm_tf.training import trainer
 from pipelines import corpus as corpus_lib
+from pipelines import per_token
+from pipelines.errors import UserError
 from tests import helpers
 
 
@@ -117,6 +119,10 @@ def test_two_networks_and_an_ngram_mix_below_each(runs):
         (lambda d, t: [f"--model_dirs={d['a']}"], "an ensemble needs two models at least"),
         (lambda d, t: [f"--model_dirs={d['a']}", f"--ngram_dir={t}/none"], "--ngram_dir: "),
         (lambda d, t: [f"--model_dirs={d['a']},{d['b']}", "--save_mixture"], "is for one --model_dir"),
+        (lambda d, t: [f"--model_dirs={d['a']}", "--cache=1.5"], "--cache: a cache's decay must be"),
+        (lambda d, t: [f"--model_dirs={d['a']}", "--cache=0.9,x"], "not 'x'"),
+        (lambda d, t: [f"--model_dir={d['a']}", "--cache=0.9"], "--cache is an ensemble's member"),
+        (lambda d, t: [f"--model_dirs={d['a']}", "--cache=0.9", f"--save_ensemble={t}/f.json"], "cannot serve a"),
     ],
 )
 def test_a_bad_ensemble_is_one_sentence_and_writes_nothing(flags, message, runs, tmp_path):
@@ -126,6 +132,27 @@ def test_a_bad_ensemble_is_one_sentence_and_writes_nothing(flags, message, runs,
     assert result.returncode == 1 and message in result.stderr, result.stderr[-2000:]
     assert len(helpers.error_lines(result.stderr)) == 1
     assert not out.exists()
+
+
+def test_a_cache_is_one_more_member_and_its_tokens_are_the_ensembles(runs, tmp_path):
+    dirs, paths, _ = runs
+    out = tmp_path / "tokens.tsv"
+    result = evaluate(f"--model_dirs={dirs['a']}", f"--ngram_dir={dirs['kn3']}", "--cache=0.9,1", f"--per_token={out}")
+    assert result.returncode == 0, result.stderr[-2000:]
+    report = json.loads(result.stdout)
+    assert [m["kind"] for m in report["members"]] == ["network", "ngram", "cache", "cache"]
+    assert [m["model"] for m in report["members"]][2:] == ["cache (decay 0.9)", "cache (decay 1)"]
+    assert sum(report["em"]["weights"]) == pytest.approx(1.0) and min(report["em"]["weights"]) > 0
+    _, ln_p, _ = per_token.read(str(out), "tokens")
+    assert math.exp(-ln_p.mean()) == pytest.approx(report["context_frequency"]["perplexity"], rel=1e-6)
+    fit = ensemble.fit_and_score(
+        ensemble.Members.load([dirs["a"]], [dirs["kn3"]], [0.9]), runs[2]["valid"], runs[2]["test"]
+    )[0]["fit"]
+    assert fit["cache_decays"] == [0.9]
+    path = tmp_path / "fit.json"
+    ensemble.save_fit(str(path), fit)
+    with pytest.raises(UserError, match="a cache of the text so far"):  # no served model keeps a cache
+        ensemble.read_fit(str(path))
 
 
 def test_language_model_serves_a_saved_ensemble_as_evaluate_scored_it(runs, tmp_path):

@@ -151,7 +151,13 @@ def test_the_best_recipe_trains_its_ensemble_mixes_it_and_resumes(tmp_path):
     result = json.load(open(os.path.join(out, "best.json")))
     rows = {r["name"]: r for r in result["rows"]}
     names = [name for name, _ in best.MEMBERS]
-    assert list(rows) == [*names, "ensemble of the networks", "the networks and KN5", "Kneser-Ney 5-gram"]
+    ensembles = [
+        "ensemble of the networks",
+        "the networks and KN5",
+        "KN5 and the cache",
+        "the networks, KN5 and the cache",
+    ]
+    assert list(rows) == [*names, *ensembles, "Kneser-Ney 5-gram"]
     for name, changes in best.MEMBERS:  # each member is the recipe's configuration with its own changes
         config = json.load(open(os.path.join(out, name, "config.json")))
         expected = {**helpers.tiny_config().to_dict(), "epochs": 1, **changes}
@@ -163,6 +169,9 @@ def test_the_best_recipe_trains_its_ensemble_mixes_it_and_resumes(tmp_path):
         assert low <= r["ratio_to_kn5"] <= high, r["name"]
     assert sum(rows["ensemble of the networks"]["weights"]) == pytest.approx(1.0)
     assert len(rows["the networks and KN5"]["weights"]) == len(names) + 1
+    caches = len(best.CACHE_DECAYS)
+    assert len(rows["KN5 and the cache"]["weights"]) == 1 + caches
+    assert len(rows["the networks, KN5 and the cache"]["weights"]) == len(names) + 1 + caches
     fit, weights = ensemble.read_fit(os.path.join(out, best.ENSEMBLE_FILE))  # what export --ensemble reads
     assert [os.path.basename(d) for d in fit["model_dirs"]] == names and len(fit["ngram_dirs"]) == 1
     assert weights.shape[1] == len(names) + 1 and np_allclose_rows(weights)

@@ -8,8 +8,9 @@ the modified Kneser-Ney 5-gram, OUTPUT/<member> each network (a normal `nplm_tf.
 rerun trains only what is missing. The ensemble's weights are fitted on valid by EM, per context-frequency
 bucket with the n-gram (`tools.ensemble`): OUTPUT/ensemble.json keeps the fit of every network and KN5, which
 `export --ensemble` and `nplm_tf.LanguageModel` read. OUTPUT/best.md and best.json list each model's test
-perplexity, the networks' ensemble and the ensemble with KN5, each against KN5 with the paired interval over
-the test units, and the time every part took. After each network it trains it prints how long the
+perplexity, the networks' ensemble, the ensemble with KN5, and KN5 and the ensemble each with caches of the
+text so far (`baselines.cache`: a unigram model of the Brown text's words so far, which no served model keeps),
+each against KN5 with the paired interval over the test units, and the time every part took. After each network it trains it prints how long the
 networks still to train will take, at the mean time of those it trained.
 """
 
@@ -36,6 +37,9 @@ MEMBERS = (
     ("net_c", {}),
     ("net_d", {"seed": 4}),
 )
+# Caches of the text so far (`baselines.cache`) that the last rows mix in, one a decay: EM weighs a short
+# memory against a long one (`benchmarks/README.md`, "The best Brown model", measures them).
+CACHE_DECAYS = (0.99, 0.999, 1.0)
 ENSEMBLE_FILE = "ensemble.json"
 TOKENS_FILE = table1.TOKENS_FILE
 
@@ -72,25 +76,30 @@ def network_row(output_dir: str, corpus: corpus_lib.Corpus, name: str, config: C
 
 
 def ensemble_rows(output_dir: str, corpus: corpus_lib.Corpus, networks: list[dict], kn5: dict) -> list[dict]:
-    """The networks' ensemble (EM weights) and the ensemble with KN5 (weights per context frequency), each
-    network scored once per split; the second's fit saved as OUTPUT/ensemble.json."""
+    """The networks' ensemble (EM weights), the ensemble with KN5 (weights per context frequency, as every row
+    below), KN5 with caches of the text so far (`CACHE_DECAYS`) and the networks with KN5 and the caches, each
+    model scored once per split; the networks and KN5's fit saved as OUTPUT/ensemble.json (what a served model
+    can hold: no cache)."""
     from nplm_tf.tools import ensemble
     from pipelines import per_token
 
     start = time.perf_counter()
-    members = ensemble.Members.load([r["dir"] for r in networks], [kn5["dir"]])
+    members = ensemble.Members.load([r["dir"] for r in networks], [kn5["dir"]], CACHE_DECAYS)
     valid, test = members.score(corpus["valid"]), members.score(corpus["test"])
     words = [members.vocab.words[i] for i in test[2]]
     for j, row in enumerate(networks):  # each network's own per-token file, for the intervals
         if not os.path.isfile(row["test_tokens"]):
             per_token.write(row["test_tokens"], words, np.log(test[0][j]))
+    k, caches = len(networks), list(range(len(networks) + 1, len(members.names)))
     rows = []
-    for name, keep, key in (
-        ("ensemble of the networks", list(range(len(networks))), "em"),
-        ("the networks and KN5", None, "context_frequency"),
+    for name, keep, key, label in (
+        ("ensemble of the networks", list(range(k)), "em", "networks"),
+        ("the networks and KN5", list(range(k + 1)), "context_frequency", "ensemble"),
+        ("KN5 and the cache", [k, *caches], "context_frequency", "kn5_cache"),
+        ("the networks, KN5 and the cache", None, "context_frequency", "ensemble_cache"),
     ):
         report, probs, _ = ensemble.fit_scored(members, valid, test, keep)
-        tokens = os.path.join(output_dir, f"{'networks' if keep else 'ensemble'}_{TOKENS_FILE}")
+        tokens = os.path.join(output_dir, f"{label}_{TOKENS_FILE}")
         per_token.write(tokens, words, np.log(probs))
         rows.append(
             {
@@ -102,7 +111,7 @@ def ensemble_rows(output_dir: str, corpus: corpus_lib.Corpus, networks: list[dic
                 "test_tokens": tokens,
             }
         )
-        if keep is None:
+        if label == "ensemble":
             ensemble.save_fit(os.path.join(output_dir, ENSEMBLE_FILE), report["fit"])
     rows[-1]["seconds_here"] = time.perf_counter() - start
     return rows
@@ -156,7 +165,9 @@ def write(output_dir: str, result: dict, command: str) -> None:
         "",
         f"Made by `{command}` in {result['seconds'] / 60:.1f} minutes (this run; a resumed run counts only what "
         "it did). Ensemble weights fitted on valid: by EM for the networks, per context-frequency bucket with "
-        f"KN5 (`{ENSEMBLE_FILE}`, which `nplm_tf.export --ensemble` and `nplm_tf.LanguageModel` read). In "
-        "brackets: the 95% interval of the ratio over resamplings of the test split's units, paired with KN5.",
+        f"KN5 (`{ENSEMBLE_FILE}`, which `nplm_tf.export --ensemble` and `nplm_tf.LanguageModel` read). The cache: "
+        f"unigram models of the text so far, decays {', '.join(f'{d:g}' for d in CACHE_DECAYS)} (evaluation only: "
+        "no served model keeps the text so far). In brackets: the 95% interval of the ratio over resamplings of "
+        "the test split's units, paired with KN5.",
     ]
     files.write_text(os.path.join(output_dir, "best.md"), "\n".join(lines) + "\n")

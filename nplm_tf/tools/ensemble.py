@@ -5,7 +5,9 @@
 with the λ_i uniform, fitted once by EM over the valid split, or fitted per bucket of the context's train
 frequency (as the two-model mixture, `baselines.mixture`; the buckets read the first n-gram's counts). A
 mixture of normalized distributions is normalized, so perplexity stays exact. The networks are scored in NumPy
-(`inference.network`), each once per split, so k networks cost about k times one; no TensorFlow.
+(`inference.network`), each once per split, so k networks cost about k times one; no TensorFlow. Caches of the
+text so far (`baselines.cache`) can be members too; a fit that holds one is for evaluation only, since what
+serves a fit (`LanguageModel`, the SavedModel) keeps n-gram states.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ import os
 import numpy as np
 
 from nplm_tf.baselines import build as ngram_lib
+from nplm_tf.baselines import cache as cache_lib
 from nplm_tf.baselines import mixture, network_mixture
 from nplm_tf.baselines.ngram_arrays import TokenArrays
 from nplm_tf.inference.network import NumpyNetwork
@@ -30,17 +33,22 @@ NUM_BUCKETS = network_mixture.NUM_BUCKETS
 
 @dataclasses.dataclass
 class Members:
-    """The ensemble's models, all over one vocabulary: networks (model directories) and n-grams."""
+    """The ensemble's models, all over one vocabulary: networks (model directories), n-grams, then caches."""
 
     vocab: vocab_lib.Vocabulary
     model_dirs: list[str]
     ngram_dirs: list[str]
     networks: list[NumpyNetwork]
     ngrams: list
+    caches: list[cache_lib.UnigramCache] = dataclasses.field(default_factory=list)
 
     @property
     def names(self) -> list[str]:
-        return self.model_dirs + self.ngram_dirs
+        return self.model_dirs + self.ngram_dirs + [c.name for c in self.caches]
+
+    @property
+    def kinds(self) -> list[str]:
+        return ["network"] * len(self.networks) + ["ngram"] * len(self.ngrams) + ["cache"] * len(self.caches)
 
     @classmethod
     def check(cls, model_dirs: list[str], ngram_dirs: list[str]) -> vocab_lib.Vocabulary:
@@ -63,11 +71,13 @@ class Members:
         return vocab
 
     @classmethod
-    def load(cls, model_dirs: list[str], ngram_dirs: list[str]) -> Members:
+    def load(cls, model_dirs: list[str], ngram_dirs: list[str], cache_decays=()) -> Members:
+        """The members; `cache_decays`: one cache of the text so far for each decay."""
         vocab = cls.check(model_dirs, ngram_dirs)
         networks = [NumpyNetwork.load(d) for d in model_dirs]
         ngrams = [ngram_lib.load(d) for d in ngram_dirs]
-        return cls(vocab, list(model_dirs), list(ngram_dirs), networks, ngrams)
+        caches = [cache_lib.UnigramCache(d, vocab.size) for d in cache_decays]
+        return cls(vocab, list(model_dirs), list(ngram_dirs), networks, ngrams, caches)
 
     def score(self, split: corpus_lib.Split) -> tuple[np.ndarray, np.ndarray | None, list[int]]:
         """P of every predicted token of `split` under each member, (k, T) in the members' order; each token's
@@ -75,7 +85,7 @@ class Members:
         lines = ngram_lib.id_lines(split, self.vocab)
         rows = [np.exp(network.line_log_probs(lines)) for network in self.networks]
         arrays = TokenArrays.from_lines(lines, self.vocab.bos_id, self.vocab.eos_id)
-        rows += [ngram.token_probabilities(arrays) for ngram in self.ngrams]
+        rows += [model.token_probabilities(arrays) for model in self.ngrams + self.caches]
         buckets = None
         if self.ngrams:
             buckets = mixture.frequency_buckets(self.ngrams[0].context_counts(arrays), NUM_BUCKETS)
@@ -97,8 +107,8 @@ def fit_scored(
     probs, buckets, ids = scored
     keep = list(range(len(members.names))) if keep is None else list(keep)
     valid_probs, probs = valid_probs[keep], probs[keep]
-    networks = len(members.model_dirs)
-    if not any(i >= networks for i in keep):
+    kinds, first_cache = members.kinds, len(members.networks) + len(members.ngrams)
+    if not any(kinds[i] == "ngram" for i in keep):
         valid_buckets = buckets = None  # the buckets are an n-gram's counts: without one, the global weights
     names = [members.names[i] for i in keep]
     k = probs.shape[0]
@@ -107,7 +117,7 @@ def fit_scored(
         "members": [
             {
                 "model": names[j],
-                "kind": "network" if i < networks else "ngram",
+                "kind": kinds[i],
                 "perplexity": ngram_lib.perplexity(probs[j]),
             }
             for j, i in enumerate(keep)
@@ -130,8 +140,9 @@ def fit_scored(
             "perplexity": ngram_lib.perplexity(best),
         }
     report["fit"] = {
-        "model_dirs": [os.path.abspath(members.names[i]) for i in keep if i < networks],
-        "ngram_dirs": [os.path.abspath(members.names[i]) for i in keep if i >= networks],
+        "model_dirs": [os.path.abspath(members.names[i]) for i in keep if kinds[i] == "network"],
+        "ngram_dirs": [os.path.abspath(members.names[i]) for i in keep if kinds[i] == "ngram"],
+        "cache_decays": [members.caches[i - first_cache].decay for i in keep if kinds[i] == "cache"],
         "em": weights.tolist(),
         "context_frequency": report.get("context_frequency", {}).get("weights"),
     }
@@ -145,6 +156,11 @@ def read_fit(path: str) -> tuple[dict, np.ndarray]:
     if not isinstance(fit, dict) or not isinstance(fit.get("model_dirs"), list) or "em" not in fit:
         raise UserError(f"{path} is no ensemble's fit; write one with nplm_tf.evaluate --model_dirs --save_ensemble.")
     fit.setdefault("ngram_dirs", [])
+    if fit.get("cache_decays"):
+        raise UserError(
+            f"{path} mixes in a cache of the text so far, which a served model cannot keep (its state is the last "
+            "n − 1 words); fit the ensemble again without --cache to serve it."
+        )
     members = len(fit["model_dirs"]) + len(fit["ngram_dirs"] or [])
     if len(fit["em"]) != members:
         raise UserError(f"{path} holds {len(fit['em'])} weights for {members} models; fit it again.")
