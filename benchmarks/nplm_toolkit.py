@@ -10,7 +10,8 @@ over |V|, minibatch 256: nplm's `--num_hidden=0 --output_embedding_dimension=100
 (`--num_threads`). Each round times nplm's one epoch over the first `--ngrams` and the first 2·`--ngrams`
 training n-grams and reports the difference's rate (its start-up and the file reading cancel), then runs
 `benchmarks.throughput` at the precision `train` would choose here (`--precision=auto`'s rule, or
-`--precision`). Prints one JSON line: both rates per round and their ratios.
+`--precision`) with `train`'s default optimizer, Adam, or with `--optimizer=sgd`, the plain SGD nplm runs.
+Prints one JSON line: both rates per round and their ratios.
 """
 
 import json
@@ -36,6 +37,9 @@ NGRAMS = flags.DEFINE_integer(
 STEPS = flags.DEFINE_integer("steps", 512, "benchmarks.throughput's timed steps per repeat.", lower_bound=64)
 PRECISION = flags.DEFINE_enum(
     "precision", "auto", ["auto", "float32", "mixed_bfloat16"], "This project's precision (auto: train's choice)."
+)
+OPTIMIZER = flags.DEFINE_enum(
+    "optimizer", "adam", ["adam", "sgd"], "This project's optimizer: train's default, or the SGD nplm trains with."
 )
 ORDER, FEATURES, HIDDEN, BATCH = 5, 30, 100, 256
 
@@ -122,6 +126,7 @@ def project_rate(precision: str) -> dict:
         "-m",
         "benchmarks.throughput",
         f"--precision={precision}",
+        f"--optimizer={OPTIMIZER.value}",
         "--repeats=1",
         f"--steps={STEPS.value}",
     ]
@@ -162,6 +167,7 @@ def main(argv, corpus):
             {
                 "shape": {"n": ORDER, "m": FEATURES, "h": HIDDEN, "batch": BATCH, "vocab": size},
                 "precision": precision,
+                "optimizer": OPTIMIZER.value,
                 "threads": os.cpu_count(),
                 "rounds": rounds,
                 "ratio_median": ratios[len(ratios) // 2],
