@@ -2,7 +2,7 @@
 the unit (a line of the split: one Brown text) has used already, each occurrence weighted by decay^age, with
 one more occurrence spread evenly over the |V| types, so that no word is impossible:
 
-    P_cache(w | w_1 … w_{t−1}) = (Σ_{i<t} decay^{t−1−i} [w_i = w] + 1/|V|)  /  (Σ_{i<t} decay^{t−1−i} + 1),
+    P_cache(w | w_1 … w_{t−1}) = (Σ_{i<t} decay^{t−1−i} [w_i = w] + 1/|V|) / (Σ_{i<t} decay^{t−1−i} + 1),
 
 uniform before the unit's first word. It sums to 1 over the vocabulary at every position, so an ensemble that
 mixes it in (`tools.ensemble`) stays exactly normalized. Alone it is a poor model; mixed with networks and

@@ -10,8 +10,9 @@ bucket with the n-gram (`tools.ensemble`): OUTPUT/ensemble.json keeps the fit of
 `export --ensemble` and `nplm_tf.LanguageModel` read. OUTPUT/best.md and best.json list each model's test
 perplexity, the networks' ensemble, the ensemble with KN5, and KN5 and the ensemble each with caches of the
 text so far (`baselines.cache`: a unigram model of the Brown text's words so far, which no served model keeps),
-each against KN5 with the paired interval over the test units, and the time every part took. After each network it trains it prints how long the
-networks still to train will take, at the mean time of those it trained.
+each against KN5 with the paired interval over the test units, and the time every part took. After each
+network it trains it prints how long the networks still to train will take, at the mean time of those it
+trained.
 """
 
 from __future__ import annotations
@@ -90,7 +91,7 @@ def ensemble_rows(output_dir: str, corpus: corpus_lib.Corpus, networks: list[dic
     for j, row in enumerate(networks):  # each network's own per-token file, for the intervals
         if not os.path.isfile(row["test_tokens"]):
             per_token.write(row["test_tokens"], words, np.log(test[0][j]))
-    k, caches = len(networks), list(range(len(networks) + 1, len(members.names)))
+    k, caches = len(networks), [i for i, kind in enumerate(members.kinds) if kind == "cache"]
     rows = []
     for name, keep, key, label in (
         ("ensemble of the networks", list(range(k)), "em", "networks"),
