@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import json
 import os
 import subprocess
 import sys
@@ -166,3 +167,16 @@ def test_it_loads_and_scores_without_tensorflow(models, tmp_path):
         cwd=helpers.ROOT,
     )
     assert done.returncode == 0 and done.stdout.split()[-1] == "False", done.stderr[-2000:]
+
+
+def test_the_decoder_benchmark_times_every_kind_of_call_for_both_models(models, tmp_path):
+    arpa = os.path.join(models["kn3"], "model.arpa")
+    args = ["--model_dir", models["softmax"], "--arpa", arpa, "--rounds=2", "--contexts=30", "--batch=4", "--beam=3"]
+    result = helpers.run_binary(
+        "benchmarks.language_model", *args, "--words_per_state=5", env=helpers.without_tensorflow(tmp_path)
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+    figures = json.loads(result.stdout)
+    kinds = ("cached", "new", "new_warm", "batched", "batched_warm")
+    for name in ("nplm", "kenlm"):
+        assert all(figures[name][kind] > 0 and len(figures[name][f"{kind}_rounds"]) == 2 for kind in kinds)
