@@ -61,10 +61,10 @@ NOISE = flags.DEFINE_float("noise", 0.1, "Share of characters whose frames favou
 SPREAD = flags.DEFINE_float("spread", 0.3, "Posterior mass an unconfused character leaves to its alike letters.")
 FRAMES = flags.DEFINE_integer("frames", 2, "Frames per character (a blank frame follows them).")
 SEED = flags.DEFINE_integer("seed", 0, "Seed of the channel and of the utterances drawn.")
-VALID_UTTERANCES = flags.DEFINE_integer("valid_utterances", 60, "Valid utterances that choose α and β.")
-TEST_UTTERANCES = flags.DEFINE_integer("test_utterances", 500, "Test utterances decoded.")
-ALPHAS = flags.DEFINE_list("alphas", ["0.2", "0.3", "0.5", "0.7", "1.0"], "The grid of α.")
-BETAS = flags.DEFINE_list("betas", ["0", "1", "2"], "The grid of β.")
+VALID_UTTERANCES = flags.DEFINE_integer("valid_utterances", 200, "Valid utterances that choose α and β.")
+TEST_UTTERANCES = flags.DEFINE_integer("test_utterances", 1000, "Test utterances decoded.")
+ALPHAS = flags.DEFINE_list("alphas", ["0.2", "0.3", "0.4", "0.5", "0.7"], "The grid of α.")
+BETAS = flags.DEFINE_list("betas", ["0", "1"], "The grid of β.")
 
 
 def prepare(directory: str) -> dict:
