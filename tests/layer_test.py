@@ -179,3 +179,34 @@ def test_training_gradients_equal_the_core_op_graph(dtype):
 
     for w, fused, core in zip(layer.weights, gradients(True), gradients(False)):
         np.testing.assert_allclose(fused, core, rtol=1e-5, atol=1e-5, err_msg=w.name)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "mixed_bfloat16"])
+def test_the_softmax_loss_with_the_bias_inside_equals_the_loss_of_the_logits(dtype):
+    # The full softmax trains on y before its bias (`training_output`) with b added inside the loss's own
+    # gradient pass; loss, R(θ) and every weight's gradient must be those of the logits' loss.
+    from nplm_tf.network.heads import ops as head_ops
+
+    layer = make_layer(True, weight_decay=0.25, dtype=dtype)
+    layer.b.assign(np.array([0, 0, 0, 0, 0, 0, 120.0], np.float32))  # P(word 0) underflows float32: exact path
+    context = tf.constant([[1, 2], [3, 7], [0, 0], [5, 5]], tf.int32)
+    targets = tf.constant([3, 6, 0, 2], tf.int32)
+
+    def run(fused):
+        with tf.GradientTape() as tape:
+            if fused:
+                y, bias, penalty = layer.training_output(context)
+                nll = head_ops.biased_token_nll(targets, y, bias)
+            else:
+                nll, penalty = head_ops.token_nll(targets, layer(context, training=True)), tf.add_n(layer.losses)
+            total = tf.reduce_mean(nll) * 3.0 + penalty
+        grads = tape.gradient(total, [w.value for w in layer.weights])
+        return nll.numpy(), float(penalty), [tf.convert_to_tensor(g).numpy() for g in grads]
+
+    nll, penalty, grads = run(True)
+    nll_ref, penalty_ref, grads_ref = run(False)
+    assert nll[2] > 100  # the underflowing target's −ln P, from the logits
+    np.testing.assert_allclose(nll, nll_ref, rtol=1e-6)
+    assert penalty == pytest.approx(penalty_ref, rel=1e-6)
+    for w, fused, reference in zip(layer.weights, grads, grads_ref):
+        np.testing.assert_allclose(fused, reference, rtol=1e-5, atol=1e-6, err_msg=w.name)

@@ -4,10 +4,7 @@ import keras
 import tensorflow as tf
 from keras import ops
 
-
-@tf.function(jit_compile=True, autograph=False)
-def _cast_add(y, b):
-    return tf.cast(y, tf.float32) + b  # one XLA pass instead of a cast and an add
+from nplm_tf.network.heads import ops as head_ops
 
 
 @tf.function(jit_compile=True, autograph=False)
@@ -40,7 +37,7 @@ def _add_bias(y, b):
         db = tf.squeeze(tf.matmul(tf.ones([1, tf.shape(upstream)[0]], upstream.dtype), upstream), 0)
         return tf.cast(upstream, y.dtype), db  # db = Σ over the batch, as a (fast) matmul
 
-    return _cast_add(y, b), gradient
+    return head_ops.biased_logits(y, b), gradient
 
 
 def word_features(C, context):
@@ -230,6 +227,24 @@ class NPLMLayer(keras.layers.Layer):
         return x, xc, drop
 
     def call(self, context, training=False):
+        y, penalty = self._output(context, training)
+        if bool(training):
+            y = _add_bias(y, self.b.value)  # (batch, |V|) float32
+        else:  # core ops only in serving graphs
+            y = tf.cast(y, tf.float32) + self.b.value
+        if penalty is not None:
+            self.add_loss(penalty)
+        return y
+
+    def training_output(self, context):
+        """Training's output before its bias, for a head whose loss adds b in its own gradient pass
+        (`heads.ops.biased_token_nll`): (W·x + U·tanh(d + H·x) in the compute dtype (batch, outputs), b, R(θ)),
+        R(θ) the penalty `call` adds with `add_loss` (0 without decay)."""
+        y, penalty = self._output(context, training=True)
+        return y, self.b.value, tf.constant(0.0) if penalty is None else penalty
+
+    def _output(self, context, training):
+        """(y − b in the compute dtype (batch, outputs), R(θ) or None without decay)."""
         dtype = self.compute_dtype
         x, xc, drop = self._inputs(context, training)
         # The weights cast to the compute dtype. In training with decay, each
@@ -248,17 +263,12 @@ class NPLMLayer(keras.layers.Layer):
 
         H, U, W = cast(self.H), cast(self.U), cast(self.W)
         y = self._output_sum(self._parts(xc, drop, H), [w for w in (U, W) if w is not None])  # (batch, |V|)
-        if bool(training):
-            y = _add_bias(y, self.b.value)  # (batch, |V|) float32
-        else:  # core ops only in serving graphs
-            y = tf.cast(y, tf.float32) + self.b.value
-        if self.weight_decay:
-            if not fused:  # L2Loss (Σw²/2): one float32 pass over U, and its gradient one multiply.
-                square_sums = [2 * tf.nn.l2_loss(w.value) for w in self._weights()]
-            penalty = tf.add_n(square_sums)
-            penalty = penalty + ops.mean(ops.sum(ops.square(x), axis=1))
-            self.add_loss(self.weight_decay * ops.cast(penalty, "float32"))
-        return y
+        if not self.weight_decay:
+            return y, None
+        if not fused:  # L2Loss (Σw²/2): one float32 pass over U, and its gradient one multiply.
+            square_sums = [2 * tf.nn.l2_loss(w.value) for w in self._weights()]
+        penalty = tf.add_n(square_sums) + ops.mean(ops.sum(ops.square(x), axis=1))
+        return y, self.weight_decay * ops.cast(penalty, "float32")
 
     def _parts(self, xc, drop, H=None):
         """The output layer's inputs: [tanh(d + H·x) (after dropout)] and x when W exists, each (batch, ·). `H`:

@@ -7,10 +7,28 @@ import tensorflow as tf
 
 
 @tf.function(jit_compile=True, autograph=False)
-def _xent_gradient(probabilities, targets, upstream):
-    # d(-ln p_t)/dz = p - onehot(t), scaled by the upstream gradient: one XLA pass.
+def biased_logits(y, bias):
+    """float32(y) + b, (batch, outputs), of logits y before their bias in any float dtype: one XLA pass instead
+    of a cast and an add."""
+    return tf.cast(y, tf.float32) + bias
+
+
+@tf.function(jit_compile=True, autograph=False)
+def _xent_gradient(probabilities, targets, upstream, dtype=tf.float32):
+    # d(-ln p_t)/dz = p - onehot(t), scaled by the upstream gradient, in `dtype`: one XLA pass.
     onehot = tf.one_hot(targets, tf.shape(probabilities)[1], dtype=probabilities.dtype)
-    return (probabilities - onehot) * upstream[:, None]
+    return tf.cast((probabilities - onehot) * upstream[:, None], dtype)
+
+
+def _nll(probabilities, logits, targets):
+    """-ln P(target) from the softmax's probabilities; a target probability near float32's underflow exactly,
+    from the logits."""
+    p_target = tf.gather(probabilities, targets, axis=1, batch_dims=1)
+    return tf.cond(
+        tf.reduce_all(p_target > 1e-30),
+        lambda: -tf.math.log(p_target),
+        lambda: tf.reduce_logsumexp(logits, axis=1) - tf.gather(logits, targets, axis=1, batch_dims=1),
+    )
 
 
 @tf.custom_gradient
@@ -20,23 +38,41 @@ def _softmax_nll(targets, logits):
     # the gradient p - onehot(t) costs one more pass. TensorFlow's fused
     # cross-entropy kernel and XLA's made several passes each, and took longer.
     probabilities = tf.nn.softmax(logits)
-    p_target = tf.gather(probabilities, targets, axis=1, batch_dims=1)
-    nll = tf.cond(
-        tf.reduce_all(p_target > 1e-30),
-        lambda: -tf.math.log(p_target),
-        # A target probability near float32's underflow: exactly, from the logits.
-        lambda: tf.reduce_logsumexp(logits, axis=1) - tf.gather(logits, targets, axis=1, batch_dims=1),
-    )
 
     def gradient(upstream):
         return None, _xent_gradient(probabilities, targets, upstream)
 
-    return nll, gradient
+    return _nll(probabilities, logits, targets), gradient
+
+
+@tf.custom_gradient
+def _biased_softmax_nll(targets, y, bias):
+    # As `_softmax_nll` of biased_logits(y, b), its two gradients from the probabilities: y's in y's dtype,
+    # cast in the pass that forms it (not in a pass of its own over the float32 block), and b's,
+    # Σ_i u_i (p_i − onehot(t_i)), as one matmul of the upstream with p less the upstream at the targets.
+    logits = biased_logits(y, bias)
+    probabilities = tf.nn.softmax(logits)
+
+    def gradient(upstream):
+        d_y = _xent_gradient(probabilities, targets, upstream, y.dtype)
+        d_bias = tf.squeeze(tf.matmul(upstream[None, :], probabilities), 0)
+        d_bias -= tf.math.unsorted_segment_sum(upstream, targets, tf.shape(probabilities)[1])
+        return None, d_y, d_bias
+
+    return _nll(probabilities, logits, targets), gradient
 
 
 def token_nll(targets, logits):
     """-ln P(target | context) per example, from float32 logits (batch, |V|): training's softmax loss."""
     return _softmax_nll(tf.cast(tf.reshape(targets, [-1]), tf.int32), tf.cast(logits, tf.float32))  # (batch,)
+
+
+def biased_token_nll(targets, y, bias):
+    """`token_nll` of the logits float32(y) + b, from y before its bias in any float dtype (batch, outputs)
+    and b (outputs,) float32: the full softmax's training loss (`NPLMLayer.training_output`), whose gradient
+    skips two passes over the (batch, outputs) block that the logits' own would take (`benchmarks.throughput`
+    measures the step)."""
+    return _biased_softmax_nll(tf.cast(tf.reshape(targets, [-1]), tf.int32), y, bias)  # (batch,)
 
 
 def log_softmax_at(logits, columns):

@@ -26,6 +26,13 @@ class FullSoftmax(base.Head):
 
         return ops.token_nll(targets, logits)
 
+    def training_losses(self, layer, context, target):
+        """The loss with b added inside the softmax's own gradient pass (`ops.biased_token_nll`), and R(θ)."""
+        from nplm_tf.network.heads import ops
+
+        y, bias, regularization = layer.training_output(context)
+        return ops.biased_token_nll(target, y, bias), regularization
+
     def log_prob(self, outputs, context, target):
         outputs = base.as_outputs(outputs)
         from nplm_tf.network.heads import ops
