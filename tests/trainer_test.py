@@ -284,7 +284,7 @@ def test_fused_adam_matches_keras_adam_on_dense_and_sparse_gradients():
     from nplm_tf.network import optimizers
 
     rng = np.random.default_rng(0)
-    shapes = [(7, 5), (5,), (11, 3)]
+    shapes = [(7, 5), (5,), (11, 3), (6,)]
     grads = [[rng.normal(size=s).astype("float32") for s in shapes] for _ in range(5)]
     states = []
     for cls in (keras.optimizers.Adam, optimizers.FusedAdam):
@@ -298,7 +298,8 @@ def test_fused_adam_matches_keras_adam_on_dense_and_sparse_gradients():
         for dense in grads:
             # An embedding's gradient: rows 3 and 9 seen twice in the batch, row 0 once.
             sparse = tf.IndexedSlices(tf.constant(dense[2][:5]), tf.constant([0, 3, 3, 9, 9]), tf.constant([11, 3]))
-            step([tf.constant(dense[0]), tf.constant(dense[1]), sparse])
+            sparse_bias = tf.IndexedSlices(tf.constant(dense[3][:3]), tf.constant([4, 1, 4]), tf.constant([6]))
+            step([tf.constant(dense[0]), tf.constant(dense[1]), sparse, sparse_bias])
         states.append([v.numpy() for v in variables + optimizer.variables])
     for keras_value, fused_value in zip(*states):
         np.testing.assert_allclose(fused_value, keras_value, rtol=1e-5, atol=1e-7)
@@ -306,15 +307,18 @@ def test_fused_adam_matches_keras_adam_on_dense_and_sparse_gradients():
 
 
 def test_training_uses_the_fused_adam_update(tmp_path, monkeypatch):
+    import tensorflow as tf
+
     from nplm_tf.network import optimizers
 
-    calls = []
-    fused = optimizers._adam_update
-    monkeypatch.setattr(optimizers, "_adam_update", lambda *args: calls.append(1) or fused(*args))
+    sparse, dense = [], []
+    fused, native = optimizers._adam_update, tf.raw_ops.ResourceApplyAdam
+    monkeypatch.setattr(optimizers, "_adam_update", lambda *args: sparse.append(1) or fused(*args))
+    monkeypatch.setattr(tf.raw_ops, "ResourceApplyAdam", lambda **kwargs: dense.append(1) or native(**kwargs))
     trainer.train_and_evaluate(
         helpers.tiny_config(epochs=1, optimizer="adam"), str(tmp_path / "m"), files_corpus(tmp_path), export=False
     )
-    assert len(calls) >= 5  # traced once per variable: C, H, d, U, b
+    assert len(sparse) >= 1 and len(dense) >= 4  # traced once per variable: C's sparse gradient; H, d, U, b
 
 
 def test_interrupt_during_a_backup_save_keeps_the_last_complete_one(tmp_path, monkeypatch):

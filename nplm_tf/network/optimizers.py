@@ -1,4 +1,4 @@
-"""The optimizers: the paper's SGD schedule, and Adam fused into one XLA pass per variable."""
+"""The optimizers: the paper's SGD schedule, and Adam with one kernel per variable."""
 
 from __future__ import annotations
 
@@ -17,17 +17,19 @@ def learning_rate(config: Config) -> keras.optimizers.schedules.LearningRateSche
 
 
 @tf.function(jit_compile=True, autograph=False)
-def _adam_update(variable, m, v, gradient, squared, alpha, beta_1, beta_2, epsilon):
-    # Keras's Adam update, term for term; XLA runs it as one pass over the
-    # variable instead of about a dozen separate elementwise kernels. The
-    # variables come as resource handles (tensors), so one trace serves every
-    # variable of a shape, in every optimizer of the process.
+def _adam_update(variable, m, v, sums, alpha, beta_1, beta_2, epsilon):
+    # Keras's Adam update, term for term, from `sums`: the gradient's rows and
+    # their squares' side by side, (rows, 2·columns), as one segment sum of a
+    # sparse gradient makes them. XLA runs it as a few passes instead of about a
+    # dozen separate kernels. The variables come as resource handles (tensors),
+    # so one trace serves every variable of a shape, in every optimizer.
     def read(handle):
-        return tf.raw_ops.ReadVariableOp(resource=handle, dtype=gradient.dtype)
+        return tf.raw_ops.ReadVariableOp(resource=handle, dtype=sums.dtype)
 
-    if squared is None:
-        squared = tf.square(gradient)
     m_old, v_old = read(m), read(v)
+    columns = tf.shape(sums)[1] // 2
+    gradient = tf.reshape(sums[:, :columns], tf.shape(m_old))
+    squared = tf.reshape(sums[:, columns:], tf.shape(m_old))
     m_new = m_old + (gradient - m_old) * (1 - beta_1)
     v_new = v_old + (squared - v_old) * (1 - beta_2)
     tf.raw_ops.AssignVariableOp(resource=m, value=m_new)
@@ -37,7 +39,8 @@ def _adam_update(variable, m, v, gradient, squared, alpha, beta_1, beta_2, epsil
 
 @keras.saving.register_keras_serializable(package="nplm_tf")
 class FusedAdam(keras.optimizers.Adam):
-    """`keras.optimizers.Adam` with each variable's update compiled by XLA into one pass.
+    """`keras.optimizers.Adam` with each variable's update in one kernel: TensorFlow's own Adam kernel for a
+    dense gradient, an XLA-compiled update for a sparse one (C's).
 
     Same arguments, state (momentums, velocities, iterations) and results (to
     float rounding) as Keras's Adam, whose update runs as separate kernels that
@@ -66,32 +69,37 @@ class FusedAdam(keras.optimizers.Adam):
             return super().update_step(gradient, variable, learning_rate)
         dtype = variable.dtype
         step = tf.cast(self.iterations + 1, dtype)
-        beta_1 = tf.cast(self.beta_1, dtype)
-        beta_2 = tf.cast(self.beta_2, dtype)
-        alpha = tf.cast(learning_rate, dtype) * tf.sqrt(1 - tf.pow(beta_2, step)) / (1 - tf.pow(beta_1, step))
+        beta_1, beta_2 = tf.cast(self.beta_1, dtype), tf.cast(self.beta_2, dtype)
+        epsilon = tf.cast(self.epsilon, dtype)
         index = self._get_variable_index(variable)
-        if isinstance(gradient, tf.IndexedSlices) and self.lazy:
-            m, v = self._momentums[index].value, self._velocities[index].value
-            return _lazy_adam_update(variable, m, v, gradient, alpha, beta_1, beta_2, tf.cast(self.epsilon, dtype))
-        if isinstance(gradient, tf.IndexedSlices):
-            # As Keras does: the rows of a word seen k times in the batch add k
-            # gradients, and v adds their k squares (not the square of the sum).
-            values = tf.cast(gradient.values, dtype)
-            squared = tf.math.unsorted_segment_sum(tf.square(values), gradient.indices, tf.shape(variable)[0])
-            gradient = tf.math.unsorted_segment_sum(values, gradient.indices, tf.shape(variable)[0])
-        else:
-            gradient, squared = tf.cast(gradient, dtype), None  # squared in the same XLA pass
-        _adam_update(
-            variable.handle,
-            self._momentums[index].value.handle,
-            self._velocities[index].value.handle,
-            gradient,
-            squared,
-            alpha,
-            beta_1,
-            beta_2,
-            tf.cast(self.epsilon, dtype),
+        m, v = self._momentums[index].value, self._velocities[index].value
+        if not isinstance(gradient, tf.IndexedSlices):
+            # TensorFlow's own Adam kernel: Keras's update (its lr·√(1 − β₂ᵗ)/(1 − β₁ᵗ) is Keras's α), the
+            # moments and the variable in one pass over blocks of the variable (`benchmarks.optimizer`).
+            tf.raw_ops.ResourceApplyAdam(
+                var=variable.handle,
+                m=m.handle,
+                v=v.handle,
+                beta1_power=tf.pow(beta_1, step),
+                beta2_power=tf.pow(beta_2, step),
+                lr=tf.cast(learning_rate, dtype),
+                beta1=beta_1,
+                beta2=beta_2,
+                epsilon=epsilon,
+                grad=tf.cast(gradient, dtype),
+            )
+            return
+        alpha = tf.cast(learning_rate, dtype) * tf.sqrt(1 - tf.pow(beta_2, step)) / (1 - tf.pow(beta_1, step))
+        if self.lazy:
+            return _lazy_adam_update(variable, m, v, gradient, alpha, beta_1, beta_2, epsilon)
+        # As Keras does: the rows of a word seen k times in the batch add k gradients, and v adds their k
+        # squares (not the square of the sum); both sums from one segment sum of the values beside their squares.
+        values = tf.cast(gradient.values, dtype)
+        values = tf.reshape(values, [tf.shape(values)[0], -1])  # (k, the rest of the variable's shape)
+        sums = tf.math.unsorted_segment_sum(
+            tf.concat([values, tf.square(values)], axis=1), gradient.indices, tf.shape(variable)[0]
         )
+        _adam_update(variable.handle, m.handle, v.handle, sums, alpha, beta_1, beta_2, epsilon)
 
 
 def _lazy_adam_update(variable, m, v, gradient: tf.IndexedSlices, alpha, beta_1, beta_2, epsilon):

@@ -49,13 +49,13 @@ def _softmax_nll(targets, logits):
 def _biased_softmax_nll(targets, y, bias):
     # As `_softmax_nll` of biased_logits(y, b), its two gradients from the probabilities: y's in y's dtype,
     # cast in the pass that forms it (not in a pass of its own over the float32 block), and b's,
-    # Σ_i u_i (p_i − onehot(t_i)), as one matmul of the upstream with p less the upstream at the targets.
+    # Σ_i u_i (p_i − onehot(t_i)), as pᵀu (one pass over p) less the upstream at the targets.
     logits = biased_logits(y, bias)
     probabilities = tf.nn.softmax(logits)
 
     def gradient(upstream):
         d_y = _xent_gradient(probabilities, targets, upstream, y.dtype)
-        d_bias = tf.squeeze(tf.matmul(upstream[None, :], probabilities), 0)
+        d_bias = tf.linalg.matvec(probabilities, upstream, transpose_a=True)
         d_bias -= tf.math.unsorted_segment_sum(upstream, targets, tf.shape(probabilities)[1])
         return None, d_y, d_bias
 
