@@ -17,19 +17,15 @@ def learning_rate(config: Config) -> keras.optimizers.schedules.LearningRateSche
 
 
 @tf.function(jit_compile=True, autograph=False)
-def _adam_update(variable, m, v, sums, alpha, beta_1, beta_2, epsilon):
-    # Keras's Adam update, term for term, from `sums`: the gradient's rows and
-    # their squares' side by side, (rows, 2·columns), as one segment sum of a
-    # sparse gradient makes them. XLA runs it as a few passes instead of about a
-    # dozen separate kernels. The variables come as resource handles (tensors),
-    # so one trace serves every variable of a shape, in every optimizer.
+def _adam_update(variable, m, v, gradient, squared, alpha, beta_1, beta_2, epsilon):
+    # Keras's Adam update, term for term, from a sparse gradient's sums of rows
+    # and of their squares; XLA runs it as a few passes instead of about a dozen
+    # separate kernels. The variables come as resource handles (tensors), so
+    # one trace serves every variable of a shape, in every optimizer.
     def read(handle):
-        return tf.raw_ops.ReadVariableOp(resource=handle, dtype=sums.dtype)
+        return tf.raw_ops.ReadVariableOp(resource=handle, dtype=gradient.dtype)
 
     m_old, v_old = read(m), read(v)
-    columns = tf.shape(sums)[1] // 2
-    gradient = tf.reshape(sums[:, :columns], tf.shape(m_old))
-    squared = tf.reshape(sums[:, columns:], tf.shape(m_old))
     m_new = m_old + (gradient - m_old) * (1 - beta_1)
     v_new = v_old + (squared - v_old) * (1 - beta_2)
     tf.raw_ops.AssignVariableOp(resource=m, value=m_new)
@@ -99,7 +95,11 @@ class FusedAdam(keras.optimizers.Adam):
         sums = tf.math.unsorted_segment_sum(
             tf.concat([values, tf.square(values)], axis=1), gradient.indices, tf.shape(variable)[0]
         )
-        _adam_update(variable.handle, m.handle, v.handle, sums, alpha, beta_1, beta_2, epsilon)
+        columns = tf.shape(values)[1]
+        # Split here, not inside the compiled update, whose trace is keyed by its inputs' shapes: variable-shaped
+        # inputs keep a trace from serving another shape's variables (a search builds models of several).
+        summed, squared = (tf.reshape(part, tf.shape(variable)) for part in (sums[:, :columns], sums[:, columns:]))
+        _adam_update(variable.handle, m.handle, v.handle, summed, squared, alpha, beta_1, beta_2, epsilon)
 
 
 def _lazy_adam_update(variable, m, v, gradient: tf.IndexedSlices, alpha, beta_1, beta_2, epsilon):
