@@ -75,3 +75,35 @@ def test_nothing_outside_the_factory_branches_on_the_tail_or_the_loss():
             if "object.__setattr__(model" in text:
                 found.append(f"{path} (object.__setattr__)")
     assert found == []
+
+
+@pytest.mark.parametrize("name", ["softmax", "class", "backoff"])
+def test_a_softmax_head_trains_on_the_loss_of_its_logits_with_the_bias_inside(name):
+    # `training_losses` adds b inside the softmax's gradient pass; loss, R(θ) and every weight's gradient must
+    # be those of `nll` on the layer's logits (Keras's path), a tail word's example included.
+    import tensorflow as tf
+
+    from nplm_tf.network.layer import NPLMLayer
+
+    vocab, short = 9, 5
+    head = heads.named(name, 0 if name == "softmax" else short, vocab)
+    layer = NPLMLayer(vocab, 2, 3, 4, direct=True, weight_decay=0.1, output_size=head.output_size())
+    layer.build((None, 2))
+    rng = np.random.default_rng(0)
+    for w in layer.weights:
+        w.assign(rng.normal(size=w.shape).astype("float32"))
+    context, target = tf.constant([[1, 2], [3, 8], [0, 0]]), tf.constant([3, 7, 0])  # 7: a tail word
+
+    def run(fused):
+        with tf.GradientTape() as tape:
+            if fused:
+                nll, penalty = head.training_losses(layer, context, target)
+            else:
+                nll = head.nll(target, layer(context, training=True))
+                penalty = tf.add_n(layer.losses)
+            total = tf.reduce_mean(nll) + penalty
+        grads = tape.gradient(total, [w.value for w in layer.weights])
+        return [nll.numpy(), float(penalty)] + [tf.convert_to_tensor(g).numpy() for g in grads]
+
+    for fused, reference in zip(run(True), run(False), strict=True):
+        np.testing.assert_allclose(fused, reference, rtol=1e-5, atol=1e-6)

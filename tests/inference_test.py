@@ -76,8 +76,8 @@ def test_numpy_mixture_equals_tensorflows_and_reading_it_writes_nothing(runs, tm
     ours = lines_lib.LineScorer(model_dirs["class"], kn_dir, mode="mixture")
     theirs = lines_lib.LineScorer(model_dirs["class"], kn_dir, mode="mixture", precision="float32")
     np.testing.assert_allclose(ours.weights, theirs.weights, rtol=0, atol=1e-6)  # EM over the same P, to ~1e-7
-    for a, b in zip(ours.score(LINES), theirs.score(LINES), strict=True):
-        np.testing.assert_allclose(a.log10, b.log10, rtol=0, atol=1e-6)
+    for a, b in zip(ours.score(LINES), theirs.score(LINES), strict=True):  # float32 each, by two libraries
+        np.testing.assert_allclose(a.log10, b.log10, rtol=0, atol=1e-5)
     assert sorted(os.listdir(model_dirs["class"])) == before  # fitted in memory, never saved
 
 

@@ -136,11 +136,19 @@ class ClassTail(NgramTail):
         counts, n = base.unigram(counts), self.list_size
         return base.log_frequencies(np.append(counts[:n], counts[n:].sum())).astype(np.float32)
 
+    def _outputs(self, targets):
+        return tf.minimum(tf.cast(tf.reshape(targets, [-1]), tf.int32), self.list_size)  # every tail word is N
+
     def nll(self, targets, logits):
         from nplm_tf.network.heads import ops
 
-        targets = tf.cast(tf.reshape(targets, [-1]), tf.int32)
-        return ops.token_nll(tf.minimum(targets, self.list_size), logits)  # every tail word is output N
+        return ops.token_nll(self._outputs(targets), logits)
+
+    def training_losses(self, layer, context, target):
+        """The loss with b added inside the softmax's gradient pass (`ops.softmax_training_losses`), and R(θ)."""
+        from nplm_tf.network.heads import ops
+
+        return ops.softmax_training_losses(layer, context, self._outputs(target))
 
 
 class BackoffTail(NgramTail):
@@ -150,9 +158,20 @@ class BackoffTail(NgramTail):
     def initial_bias(self, counts) -> np.ndarray:
         return base.log_frequencies(base.unigram(counts)[: self.list_size]).astype(np.float32)
 
+    def _outputs(self, targets):
+        """Each example's output and weight: a tail word's example has none (weight 0; output 0 stands in)."""
+        targets = tf.cast(tf.reshape(targets, [-1]), tf.int32)
+        in_list = targets < self.list_size
+        return tf.where(in_list, targets, 0), tf.cast(in_list, tf.float32)
+
     def nll(self, targets, logits):
         from nplm_tf.network.heads import ops
 
-        targets = tf.cast(tf.reshape(targets, [-1]), tf.int32)
-        in_list = targets < self.list_size
-        return ops.token_nll(tf.where(in_list, targets, 0), logits) * tf.cast(in_list, tf.float32)
+        outputs, weight = self._outputs(targets)
+        return ops.token_nll(outputs, logits) * weight
+
+    def training_losses(self, layer, context, target):
+        """The loss with b added inside the softmax's gradient pass (`ops.softmax_training_losses`), and R(θ)."""
+        from nplm_tf.network.heads import ops
+
+        return ops.softmax_training_losses(layer, context, *self._outputs(target))

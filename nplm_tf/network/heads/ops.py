@@ -75,6 +75,15 @@ def biased_token_nll(targets, y, bias):
     return _biased_softmax_nll(tf.cast(tf.reshape(targets, [-1]), tf.int32), y, bias)  # (batch,)
 
 
+def softmax_training_losses(layer, context, outputs, weight=None):
+    """(−ln P per example (batch,), R(θ)) of a head trained by a softmax over its outputs, example i's output
+    outputs[i] (weight[i] its weight in the loss; default 1): `biased_token_nll` of the layer's
+    `training_output`, b added inside the loss's gradient pass."""
+    y, bias, regularization = layer.training_output(context)
+    nll = biased_token_nll(outputs, y, bias)
+    return (nll if weight is None else nll * weight), regularization
+
+
 def log_softmax_at(logits, columns):
     """ln softmax(logits)[column] per row, (batch,): the column's logit minus the row's logsumexp, without the
     (batch, |V|) log_softmax (scoring needs one column of it). Core ops only: serving graphs use it."""

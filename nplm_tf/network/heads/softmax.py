@@ -30,8 +30,7 @@ class FullSoftmax(base.Head):
         """The loss with b added inside the softmax's own gradient pass (`ops.biased_token_nll`), and R(θ)."""
         from nplm_tf.network.heads import ops
 
-        y, bias, regularization = layer.training_output(context)
-        return ops.biased_token_nll(target, y, bias), regularization
+        return ops.softmax_training_losses(layer, context, target)
 
     def log_prob(self, outputs, context, target):
         outputs = base.as_outputs(outputs)
