@@ -10,8 +10,9 @@ the median kept):
 - new contexts in batches of --batch (`prefetch` of the batch's states, then its `BaseScore` calls).
 The last two twice on one model, --contexts new contexts each: cold (a fresh model, its cache empty) and
 warm (right after, the cache full and dropping its least recent contexts: a decoder's steady state, where the
-memory of dropped distributions is reused instead of fresh memory being touched page by page). The contexts are Brown test sentences' prefixes. Prints one JSON object; targets (issue 76): ≥ 200,000
-cached calls/s, ≥ 3,000 new contexts/s one at a time, ≥ 30,000/s in batches of 64.
+memory of dropped distributions is reused instead of fresh memory being touched page by page). The contexts
+are Brown test sentences' prefixes. Prints one JSON object; targets (issue 76): ≥ 200,000 cached calls/s,
+≥ 3,000 new contexts/s one at a time, ≥ 30,000/s in batches of 64.
 """
 
 from __future__ import annotations

@@ -69,7 +69,7 @@ def token_nll(targets, logits):
 
 def biased_token_nll(targets, y, bias):
     """`token_nll` of the logits float32(y) + b, from y before its bias in any float dtype (batch, outputs)
-    and b (outputs,) float32: the full softmax's training loss (`NPLMLayer.training_output`), whose gradient
+    and b (outputs,) float32: a softmax head's training loss (`softmax_training_losses`), whose gradient
     skips two passes over the (batch, outputs) block that the logits' own would take (`benchmarks.throughput`
     measures the step)."""
     return _biased_softmax_nll(tf.cast(tf.reshape(targets, [-1]), tf.int32), y, bias)  # (batch,)

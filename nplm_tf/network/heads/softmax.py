@@ -27,7 +27,7 @@ class FullSoftmax(base.Head):
         return ops.token_nll(targets, logits)
 
     def training_losses(self, layer, context, target):
-        """The loss with b added inside the softmax's own gradient pass (`ops.biased_token_nll`), and R(θ)."""
+        """The loss with b added inside the softmax's gradient pass (`ops.softmax_training_losses`), and R(θ)."""
         from nplm_tf.network.heads import ops
 
         return ops.softmax_training_losses(layer, context, target)
