@@ -421,6 +421,7 @@ def test_interrupted_training_resumes(sig, code, data, tmp_path):
     assert result.returncode == 0, result.stderr[-3000:]
     first_new = int(result.stdout.split("\nepoch ")[1].split("/")[0])
     assert 2 <= first_new <= len(recorded) + 1  # resumed, not restarted
+    assert f"resuming after epoch {first_new - 1} of 12 from " in result.stdout
     history = json.load(open(os.path.join(model_dir, "history.json")))
     assert len(history) == 12 and history["0"] == recorded["0"]
     assert not os.path.exists(os.path.join(model_dir, "export"))  # --noexport: nplm_tf.export writes it later

@@ -135,6 +135,8 @@ def _train_and_evaluate(
     ]
     with strategy.scope():
         initial_epoch = backup.restore_backup(model, run)
+    if initial_epoch:
+        print(f"resuming after epoch {initial_epoch} of {config.epochs} from {run.backup_dir}", flush=True)
     # shuffle=False: the dataset already shuffles, as a function of the epoch.
     model.fit(
         train_ds, epochs=config.epochs, initial_epoch=initial_epoch, callbacks=callbacks, verbose=verbose, shuffle=False
