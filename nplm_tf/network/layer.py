@@ -237,14 +237,20 @@ class NPLMLayer(keras.layers.Layer):
         return y
 
     def training_output(self, context):
-        """Training's output before its bias, for a head whose loss adds b in its own gradient pass
-        (`heads.ops.biased_token_nll`): (W·x + U·tanh(d + H·x) in the compute dtype (batch, outputs), b, R(θ)),
-        R(θ) the penalty `call` adds with `add_loss` (0 without decay)."""
-        y, penalty = self._output(context, training=True)
-        return y, self.b.value, tf.constant(0.0) if penalty is None else penalty
+        """Training's output as its terms, for a head whose loss forms y = b + Σ part·weight itself
+        (`heads.ops.output_softmax_nll`): (the output layer's inputs [tanh(d + H·x)] and/or [x], their weights
+        [U] and/or [W] (both in the compute dtype; stored (outputs, inputs) with `output_rows`), b, R(θ)), R(θ)
+        the penalty `call` adds with `add_loss` (0 without decay)."""
+        parts, weights, penalty = self._output_terms(context, training=True)
+        return parts, weights, self.b.value, tf.constant(0.0) if penalty is None else penalty
 
     def _output(self, context, training):
         """(y − b in the compute dtype (batch, outputs), R(θ) or None without decay)."""
+        parts, weights, penalty = self._output_terms(context, training)
+        return self._output_sum(parts, weights), penalty
+
+    def _output_terms(self, context, training):
+        """(the output layer's inputs, their weights, both in the compute dtype, R(θ) or None without decay)."""
         dtype = self.compute_dtype
         x, xc, drop = self._inputs(context, training)
         # The weights cast to the compute dtype. In training with decay, each
@@ -262,13 +268,13 @@ class NPLMLayer(keras.layers.Layer):
             return w_cast
 
         H, U, W = cast(self.H), cast(self.U), cast(self.W)
-        y = self._output_sum(self._parts(xc, drop, H), [w for w in (U, W) if w is not None])  # (batch, |V|)
+        parts, weights = self._parts(xc, drop, H), [w for w in (U, W) if w is not None]
         if not self.weight_decay:
-            return y, None
+            return parts, weights, None
         if not fused:  # L2Loss (Σw²/2): one float32 pass over U, and its gradient one multiply.
             square_sums = [2 * tf.nn.l2_loss(w.value) for w in self._weights()]
         penalty = tf.add_n(square_sums) + ops.mean(ops.sum(ops.square(x), axis=1))
-        return y, self.weight_decay * ops.cast(penalty, "float32")
+        return parts, weights, self.weight_decay * ops.cast(penalty, "float32")
 
     def _parts(self, xc, drop, H=None):
         """The output layer's inputs: [tanh(d + H·x) (after dropout)] and x when W exists, each (batch, ·). `H`:

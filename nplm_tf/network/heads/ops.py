@@ -45,42 +45,58 @@ def _softmax_nll(targets, logits):
     return _nll(probabilities, logits, targets), gradient
 
 
-@tf.custom_gradient
-def _biased_softmax_nll(targets, y, bias):
-    # As `_softmax_nll` of biased_logits(y, b), its two gradients from the probabilities: y's in y's dtype,
-    # cast in the pass that forms it (not in a pass of its own over the float32 block), and b's,
-    # Σ_i u_i (p_i − onehot(t_i)), as pᵀu (one pass over p) less the upstream at the targets.
-    logits = biased_logits(y, bias)
-    probabilities = tf.nn.softmax(logits)
-
-    def gradient(upstream):
-        d_y = _xent_gradient(probabilities, targets, upstream, y.dtype)
-        d_bias = tf.linalg.matvec(probabilities, upstream, transpose_a=True)
-        d_bias -= tf.math.unsorted_segment_sum(upstream, targets, tf.shape(probabilities)[1])
-        return None, d_y, d_bias
-
-    return _nll(probabilities, logits, targets), gradient
-
-
 def token_nll(targets, logits):
     """-ln P(target | context) per example, from float32 logits (batch, |V|): training's softmax loss."""
     return _softmax_nll(tf.cast(tf.reshape(targets, [-1]), tf.int32), tf.cast(logits, tf.float32))  # (batch,)
 
 
-def biased_token_nll(targets, y, bias):
-    """`token_nll` of the logits float32(y) + b, from y before its bias in any float dtype (batch, outputs)
-    and b (outputs,) float32: a softmax head's training loss (`softmax_training_losses`), whose gradient
-    skips two passes over the (batch, outputs) block that the logits' own would take (`benchmarks.throughput`
-    measures the step)."""
-    return _biased_softmax_nll(tf.cast(tf.reshape(targets, [-1]), tf.int32), y, bias)  # (batch,)
+def output_softmax_nll(targets, parts, weights, bias, rows: bool = False):
+    """−ln P(target | context) per example (batch,) of the logits y = b + Σ part·weight (`NPLMLayer.
+    training_output`: parts (batch, inputs) and weights (inputs, outputs), or (outputs, inputs) with `rows`, in
+    the compute dtype; b (outputs,) float32): a softmax head's training loss, `token_nll` of those logits.
+
+    Its gradient takes four passes over the (batch, outputs) block fewer than the tape's: b is added in the pass
+    that casts y to float32, y's gradient is cast to y's dtype in the pass that forms it, and b's gradient,
+    Σ over the batch of y's, is one more row of the first weight's gradient matmul (the part with a column of
+    ones), not a pass over the probabilities (`benchmarks.throughput` measures the step). So b's gradient has
+    the precision of the weights' (bfloat16 under a mixed policy).
+    """
+    targets = tf.cast(tf.reshape(targets, [-1]), tf.int32)
+    count = len(parts)
+
+    @tf.custom_gradient
+    def forward(targets, bias, *tensors):
+        parts, weights = tensors[:count], tensors[count:]
+        y = tf.add_n([tf.matmul(p, w, transpose_b=rows) for p, w in zip(parts, weights, strict=True)])
+        logits = biased_logits(y, bias)
+        probabilities = tf.nn.softmax(logits)
+
+        def gradient(upstream):
+            d_y = _xent_gradient(probabilities, targets, upstream, y.dtype)
+            first = tf.concat([parts[0], tf.ones([tf.shape(parts[0])[0], 1], parts[0].dtype)], axis=1)
+            if rows:  # (outputs, inputs + 1): [dW | db]
+                folded = tf.matmul(d_y, first, transpose_a=True)
+                d_first, d_bias = folded[:, :-1], folded[:, -1]
+            else:  # (inputs + 1, outputs): [dW; db]
+                folded = tf.matmul(first, d_y, transpose_a=True)
+                d_first, d_bias = folded[:-1], folded[-1]
+            d_weights = [d_first] + [
+                tf.matmul(d_y, p, transpose_a=True) if rows else tf.matmul(p, d_y, transpose_a=True) for p in parts[1:]
+            ]
+            d_parts = [tf.matmul(d_y, w, transpose_b=not rows) for w in weights]
+            return None, tf.cast(d_bias, tf.float32), *d_parts, *d_weights
+
+        return _nll(probabilities, logits, targets), gradient
+
+    return forward(targets, bias, *parts, *weights)
 
 
 def softmax_training_losses(layer, context, outputs, weight=None):
     """(−ln P per example (batch,), R(θ)) of a head trained by a softmax over its outputs, example i's output
-    outputs[i] (weight[i] its weight in the loss; default 1): `biased_token_nll` of the layer's
-    `training_output`, b added inside the loss's gradient pass."""
-    y, bias, regularization = layer.training_output(context)
-    nll = biased_token_nll(outputs, y, bias)
+    outputs[i] (weight[i] its weight in the loss; default 1): `output_softmax_nll` of the layer's
+    `training_output`."""
+    parts, weights, bias, regularization = layer.training_output(context)
+    nll = output_softmax_nll(outputs, parts, weights, bias, layer.output_rows)
     return (nll if weight is None else nll * weight), regularization
 
 
