@@ -112,7 +112,8 @@ def _train_multi_worker(
     latest = tf.train.latest_checkpoint(shared)
     if latest:
         checkpoint.restore(latest)
-        print(f"resumed from {latest} (epoch {int(epoch_done.numpy())} done)", flush=True)
+        # Worded as the single-machine trainer's resume line, so one grep finds either.
+        print(f"resuming after epoch {int(epoch_done.numpy())} of {config.epochs} from {latest}", flush=True)
 
     steps = data.tokens["train"] // config.batch_size
     if local:
