@@ -4,8 +4,9 @@
 
 Prints one JSON line: milliseconds per `apply_gradients` (median of the
 repeats) for each optimizer, on variables shaped like U (h × |V|), C
-((|V|+1) × m, dense gradient as Adam densifies it), H, d, b (and W with
---direct), with the same random gradients every step.
+((|V|+1) × m), H, d, b (and W with --direct), with the same random gradients
+every step. C's gradient is sparse, as in training: a batch's 256 × (n−1)
+context rows, drawn with Zipf-like repeats.
 """
 
 import json
@@ -21,14 +22,23 @@ DIRECT = flags.DEFINE_boolean("direct", False, "Include the direct connections W
 STEPS = flags.DEFINE_integer("steps", 100, "Timed steps per repeat.")
 REPEATS = flags.DEFINE_integer("repeats", 3, "Repeats; the median is reported.")
 VOCAB = 14_118  # Brown's |V| under the Brown protocol
+BATCH = 256
 
 
 def time_optimizer(make, shapes, steps, repeats):
     import keras
     import tensorflow as tf
 
+    from nplm_tf.config import Config
+
     variables = [keras.Variable(tf.zeros(s)) for s in shapes]
     grads = [tf.random.stateless_normal(s, seed=[i, 0]) for i, s in enumerate(shapes)]
+    rows, width = shapes[1]  # C: the rows of a batch's contexts, frequent words more than once
+    count = BATCH * Config().context_size
+    ranks = tf.random.stateless_uniform([count], seed=[9, 0], maxval=1.0) ** 3  # mass at the frequent end
+    grads[1] = tf.IndexedSlices(
+        tf.random.stateless_normal([count, width], seed=[1, 0]), tf.cast(ranks * rows, tf.int32), tf.constant(shapes[1])
+    )
     optimizer = make()
 
     @tf.function
