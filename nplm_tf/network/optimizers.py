@@ -71,21 +71,7 @@ class FusedAdam(keras.optimizers.Adam):
         index = self._get_variable_index(variable)
         m, v = self._momentums[index].value, self._velocities[index].value
         if not isinstance(gradient, tf.IndexedSlices):
-            # TensorFlow's own Adam kernel: Keras's update (its lr·√(1 − β₂ᵗ)/(1 − β₁ᵗ) is Keras's α), the
-            # moments and the variable in one pass over blocks of the variable (`benchmarks.optimizer`).
-            tf.raw_ops.ResourceApplyAdam(
-                var=variable.handle,
-                m=m.handle,
-                v=v.handle,
-                beta1_power=tf.pow(beta_1, step),
-                beta2_power=tf.pow(beta_2, step),
-                lr=tf.cast(learning_rate, dtype),
-                beta1=beta_1,
-                beta2=beta_2,
-                epsilon=epsilon,
-                grad=tf.cast(gradient, dtype),
-            )
-            return
+            return _apply_adam(variable, m, v, tf.cast(gradient, dtype), learning_rate, step, beta_1, beta_2, epsilon)
         alpha = tf.cast(learning_rate, dtype) * tf.sqrt(1 - tf.pow(beta_2, step)) / (1 - tf.pow(beta_1, step))
         if self.lazy:
             return _lazy_adam_update(variable, m, v, gradient, alpha, beta_1, beta_2, epsilon)
@@ -105,6 +91,15 @@ class FusedAdam(keras.optimizers.Adam):
         _adam_update(variable.handle, m.handle, v.handle, summed, squared, alpha, beta_1, beta_2, epsilon)
 
 
+def _row_sums(gradient: tf.IndexedSlices, dtype):
+    """(the distinct rows of a sparse gradient, the sum of each one's gradients, the sum of their squares)."""
+    rows, position = tf.unique(gradient.indices)
+    values = tf.cast(gradient.values, dtype)
+    count = tf.shape(rows)[0]
+    summed = tf.math.unsorted_segment_sum(values, position, count)
+    return rows, summed, tf.math.unsorted_segment_sum(tf.square(values), position, count)
+
+
 def _sparse_adam_update(variable, m, v, gradient: tf.IndexedSlices, learning_rate, step, beta_1, beta_2, epsilon):
     """Keras's Adam on every row from a sparse gradient (C's), through TensorFlow's dense Adam kernel.
 
@@ -114,37 +109,34 @@ def _sparse_adam_update(variable, m, v, gradient: tf.IndexedSlices, learning_rat
     kernel's one pass over the variable; the segment sum of G and S over all |V| rows, their split and an XLA
     update took about twice as long (`benchmarks.optimizer`).
     """
-    dtype = variable.dtype
-    rows, position = tf.unique(gradient.indices)
-    values = tf.cast(gradient.values, dtype)
-    count = tf.shape(rows)[0]
-    summed = tf.math.unsorted_segment_sum(values, position, count)
-    squared = tf.math.unsorted_segment_sum(tf.square(values), position, count)
+    rows, summed, squared = _row_sums(gradient, variable.dtype)
     tf.raw_ops.ResourceScatterAdd(
         resource=v.handle, indices=rows, updates=(squared - tf.square(summed)) * ((1 - beta_2) / beta_2)
     )
+    dense = tf.scatter_nd(rows[:, None], summed, tf.shape(variable, out_type=rows.dtype))
+    _apply_adam(variable, m, v, dense, learning_rate, step, beta_1, beta_2, epsilon)
+
+
+def _apply_adam(variable, m, v, gradient, learning_rate, step, beta_1, beta_2, epsilon):
+    """TensorFlow's own Adam kernel on a dense gradient: Keras's update (its lr·√(1 − β₂ᵗ)/(1 − β₁ᵗ) is Keras's
+    α), the moments and the variable in one pass over blocks of the variable (`benchmarks.optimizer`)."""
     tf.raw_ops.ResourceApplyAdam(
         var=variable.handle,
         m=m.handle,
         v=v.handle,
         beta1_power=tf.pow(beta_1, step),
         beta2_power=tf.pow(beta_2, step),
-        lr=tf.cast(learning_rate, dtype),
+        lr=tf.cast(learning_rate, variable.dtype),
         beta1=beta_1,
         beta2=beta_2,
         epsilon=epsilon,
-        grad=tf.scatter_nd(rows[:, None], summed, tf.shape(variable, out_type=rows.dtype)),
+        grad=gradient,
     )
 
 
 def _lazy_adam_update(variable, m, v, gradient: tf.IndexedSlices, alpha, beta_1, beta_2, epsilon):
     """Adam on the rows of a sparse gradient only (repeated rows summed, their squares summed, as Keras does)."""
-    dtype = variable.dtype
-    rows, position = tf.unique(gradient.indices)
-    values = tf.cast(gradient.values, dtype)
-    count = tf.shape(rows)[0]
-    grad = tf.math.unsorted_segment_sum(values, position, count)
-    squared = tf.math.unsorted_segment_sum(tf.square(values), position, count)
+    rows, grad, squared = _row_sums(gradient, variable.dtype)
     m_new = tf.gather(m, rows) * beta_1 + grad * (1 - beta_1)
     v_new = tf.gather(v, rows) * beta_2 + squared * (1 - beta_2)
     tf.raw_ops.ResourceScatterUpdate(resource=m.handle, indices=rows, updates=m_new)
