@@ -55,11 +55,11 @@ def output_softmax_nll(targets, parts, weights, bias, rows: bool = False):
     training_output`: parts (batch, inputs) and weights (inputs, outputs), or (outputs, inputs) with `rows`, in
     the compute dtype; b (outputs,) float32): a softmax head's training loss, `token_nll` of those logits.
 
-    Its gradient takes four passes over the (batch, outputs) block fewer than the tape's: b is added in the pass
-    that casts y to float32, y's gradient is cast to y's dtype in the pass that forms it, and b's gradient,
-    Σ over the batch of y's, is one more row of the first weight's gradient matmul (the part with a column of
-    ones), not a pass over the probabilities (`benchmarks.throughput` measures the step). So b's gradient has
-    the precision of the weights' (bfloat16 under a mixed policy).
+    b is added in the pass that casts y to float32, and the gradient skips two passes over the (batch, outputs)
+    block that the logits' own (`NPLMLayer.call`'s) takes: y's gradient leaves the pass that forms it in y's
+    dtype, and b's, Σ over the batch of y's, is one more row of the first weight's gradient matmul (that part
+    with a column of ones; `benchmarks.throughput` measures the step). So b's gradient has the precision of
+    the weights' (bfloat16 under a mixed policy).
     """
     targets = tf.cast(tf.reshape(targets, [-1]), tf.int32)
     count = len(parts)
