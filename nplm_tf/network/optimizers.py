@@ -72,11 +72,11 @@ class FusedAdam(keras.optimizers.Adam):
         m, v = self._momentums[index].value, self._velocities[index].value
         if not isinstance(gradient, tf.IndexedSlices):
             return _apply_adam(variable, m, v, tf.cast(gradient, dtype), learning_rate, step, beta_1, beta_2, epsilon)
+        if not self.lazy and isinstance(self.beta_2, (int, float)) and self.beta_2 > 0:
+            return _sparse_adam_update(variable, m, v, gradient, learning_rate, step, beta_1, beta_2, epsilon)
         alpha = tf.cast(learning_rate, dtype) * tf.sqrt(1 - tf.pow(beta_2, step)) / (1 - tf.pow(beta_1, step))
         if self.lazy:
             return _lazy_adam_update(variable, m, v, gradient, alpha, beta_1, beta_2, epsilon)
-        if isinstance(self.beta_2, (int, float)) and self.beta_2 > 0:
-            return _sparse_adam_update(variable, m, v, gradient, learning_rate, step, beta_1, beta_2, epsilon)
         # As Keras does: the rows of a word seen k times in the batch add k gradients, and v adds their k
         # squares (not the square of the sum); both sums from one segment sum of the values beside their squares.
         values = tf.cast(gradient.values, dtype)
