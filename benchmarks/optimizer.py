@@ -25,16 +25,14 @@ VOCAB = 14_118  # Brown's |V| under the Brown protocol
 BATCH = 256
 
 
-def time_optimizer(make, shapes, steps, repeats):
+def time_optimizer(make, shapes, steps, repeats, count):
+    """`count`: the rows of C's sparse gradient (shapes[1]), a batch's context words, frequent ones repeated."""
     import keras
     import tensorflow as tf
 
-    from nplm_tf.config import Config
-
     variables = [keras.Variable(tf.zeros(s)) for s in shapes]
     grads = [tf.random.stateless_normal(s, seed=[i, 0]) for i, s in enumerate(shapes)]
-    rows, width = shapes[1]  # C: the rows of a batch's contexts, frequent words more than once
-    count = BATCH * Config().context_size
+    rows, width = shapes[1]
     ranks = tf.random.stateless_uniform([count], seed=[9, 0], maxval=1.0) ** 3  # mass at the frequent end
     grads[1] = tf.IndexedSlices(
         tf.random.stateless_normal([count, width], seed=[1, 0]), tf.cast(ranks * rows, tf.int32), tf.constant(shapes[1])
@@ -80,7 +78,7 @@ def main(argv, _checked):
         ("fused_adam", lambda: optimizers.FusedAdam(1e-3)),
         ("sgd", lambda: keras.optimizers.SGD(1e-3)),
     ):
-        median, times = time_optimizer(make, shapes, STEPS.value, REPEATS.value)
+        median, times = time_optimizer(make, shapes, STEPS.value, REPEATS.value, BATCH * config.context_size)
         result[name + "_ms"] = round(median, 2)
         result[name + "_ms_runs"] = [round(t, 2) for t in times]
     print(json.dumps(result))
