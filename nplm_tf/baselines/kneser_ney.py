@@ -315,14 +315,11 @@ class KneserNey:
             if h < 0:
                 break
             o = self.orders[k]
-            gamma = self.orders[k - 1].backoff[h]
+            # β(h) applies to every word not listed after h, also when none is (an ARPA file may give a
+            # context a back-off weight and no continuation, as KenLM's test file gives `<unk> <unk>`).
+            probs = self.orders[k - 1].backoff[h] * probs
             lo, hi = np.searchsorted(o.keys, [h * self.base, (h + 1) * self.base])
-            if lo == hi:
-                continue
-            seen = o.word[lo:hi]
-            mixed = gamma * probs
-            mixed[seen] = o.prob[lo:hi]
-            probs = mixed
+            probs[o.word[lo:hi]] = o.prob[lo:hi]
         return probs
 
     def _context_id(self, words: list[int]) -> int:

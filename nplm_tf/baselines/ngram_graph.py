@@ -93,11 +93,6 @@ class ServingNgram(tf.Module):
         where = tf.stack([tf.cast(spans.value_rowids(), tf.int64), words], axis=1)
         return tf.tensor_scatter_nd_update(base, where, tf.gather(read(values), index))
 
-    def has_continuations(self, k: int, h: tf.Tensor) -> tf.Tensor:
-        lo = tf.searchsorted(self.keys[k - 1], h * self.base, side="left")
-        hi = tf.searchsorted(self.keys[k - 1], (h + 1) * self.base, side="left")
-        return (h >= 0) & (hi > lo)
-
     def context_bucket(self, context: tf.Tensor, num_buckets: int) -> tf.Tensor:
         """Each context's train frequency bucket (`bucket`), (T,) int32: the count of its last K - 1 words."""
         if self.order == 1:
@@ -148,11 +143,9 @@ class ServingKneserNey(ServingNgram):
         probs = tf.tile(self.probs[0][None, : self.vocab_size], [tf.shape(context)[0], 1])  # (B, |V|)
         for k in range(2, self.order + 1):
             h = s[k - 1]
-            # A context without continuations changes nothing (its γ is 1).
+            # A listed context's β applies also when no n-gram follows it (an ARPA file may list one so).
             gamma = tf.where(
-                self.has_continuations(k, h),
-                tf.gather(read(self.backoffs[k - 2]), tf.maximum(h, 0)),
-                tf.ones_like(h, tf.float64),
+                h >= 0, tf.gather(read(self.backoffs[k - 2]), tf.maximum(h, 0)), tf.ones_like(h, tf.float64)
             )
             probs = self.continuations(k, h, self.probs[k - 1], probs * gamma[:, None])
         return probs
