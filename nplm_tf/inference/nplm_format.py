@@ -21,6 +21,14 @@ so that P(w | context) = softmax(b + U·tanh(d + H·x)), x the context's feature
 without direct connections. This project's x is newest first (`NumpyNetwork.hidden`), so H's column blocks are
 written reversed. Our `<s>` (the input-only padding row), `</s>` and `<unk>` are nplm's words of the same
 names; nplm's `<null>` (its padding of a context cut short) is given `<s>`'s features.
+
+The words are written in the order every nplm route numbers them alike: `<unk>` first, then `</s>` and the
+other words, then the input-only `<s>` and `<null>`. A model file's own vocabulary is read in the file's order
+(`testNeuralLM`, Moses), but `prepareNeuralLM --words_file` numbers the words after a `<unk>` its vocabulary
+always holds at id 0, and `testNeuralNetwork` then reads those ids as rows of the model: only with `<unk>` at 0
+and the output words first do both routes give every word the model's row. (The project's own ids put `</s>`
+at 0 and `<unk>` at 1, so C's, U's and b's first two rows are swapped.) `NplmModel` reads words by name, so
+files in any order, nplm's own (`<unk>`, `<s>`, `</s>`, `<null>`, ...) included, score alike.
 """
 
 from __future__ import annotations
@@ -82,22 +90,30 @@ def write(model_dir: str, path: str) -> dict:
     c, m = config.context_size, config.feature_dim
     hidden = w["H"].T  # (h, c·m): block j holds the features of the j-th newest word
     hidden = np.concatenate([hidden[:, (c - 1 - j) * m : (c - j) * m] for j in range(c)], axis=1)  # oldest first
-    input_words = list(vocab.words) + [vocab_lib.BOS, NULL]
-    embeddings = np.concatenate([w["C"], w["C"][vocab.bos_id : vocab.bos_id + 1]])  # <null> as <s>
+    order = nplm_order(vocab)
+    output_words = [vocab.words[i] for i in order]
+    input_words = output_words + [vocab_lib.BOS, NULL]
+    embeddings = w["C"][order + [vocab.bos_id, vocab.bos_id]]  # <null> as <s>
     with files.atomic_output(path) as tmp, open(tmp, "w", encoding="utf-8") as f:
         f.write("\\config\nversion 1\n")
         f.write(f"ngram_size {config.order}\ninput_vocab_size {len(input_words)}\noutput_vocab_size {vocab.size}\n")
         f.write(f"input_embedding_dimension {m}\nnum_hidden 0\noutput_embedding_dimension {config.hidden_dim}\n")
         f.write("activation_function tanh\n\n")
         f.write("\\input_vocab\n" + "".join(f"{word}\n" for word in input_words) + "\n")
-        f.write("\\output_vocab\n" + "".join(f"{word}\n" for word in vocab.words) + "\n")
-        matrices = [embeddings, hidden, w["d"][:, None], np.zeros((1, 1)), np.zeros((1, 1)), w["U"].T, w["b"][:, None]]
+        f.write("\\output_vocab\n" + "".join(f"{word}\n" for word in output_words) + "\n")
+        zero = np.zeros((1, 1))
+        matrices = [embeddings, hidden, w["d"][:, None], zero, zero, w["U"].T[order], w["b"][order, None]]
         for name, matrix in zip(SECTIONS, matrices, strict=True):
             f.write(f"\\{name}\n")
             np.savetxt(f, np.asarray(matrix, np.float32), fmt=f"%.{DIGITS}g", delimiter="\t")
             f.write("\n")
         f.write("\\end\n")
     return {"ngram_size": config.order, "input_vocab_size": len(input_words), "output_vocab_size": vocab.size}
+
+
+def nplm_order(vocab: vocab_lib.Vocabulary) -> list[int]:
+    """The model's ids in the order the file lists its words: `<unk>` first, then the others as they are."""
+    return [vocab.unk_id] + [i for i in range(vocab.size) if i != vocab.unk_id]
 
 
 @dataclasses.dataclass
