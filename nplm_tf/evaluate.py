@@ -121,6 +121,8 @@ def check():
         corpus_lib.check_split(split, order=1)
         return None, split
     run_dir.check_trained(MODEL_DIR.value)
+    if NGRAM_DIR.value:
+        run_dir.refuse_other_kind(NGRAM_DIR.value, "ngram_dir", "ngram")
     if MIXTURE_PER_TOKEN.value and not NGRAM_DIR.value:
         raise UserError("--mixture_per_token needs --ngram_dir (the n-gram the network is mixed with).")
     if SAVE_MIXTURE.value and not NGRAM_DIR.value:
@@ -166,6 +168,7 @@ def check_ensemble():
     for directory in ngram_dirs:
         if not os.path.isdir(directory):
             raise UserError(f"--ngram_dir: {directory} is not a directory; give n-gram directories of nplm_tf.ngram.")
+        run_dir.refuse_other_kind(directory, "ngram_dir", "ngram")
     try:
         decays = cache.check_decays(CACHE.value)
     except ValueError as e:

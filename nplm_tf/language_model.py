@@ -117,7 +117,7 @@ class LanguageModel:
         export_parent = _export_parent(path)
         if export_parent is not None:
             path = export_parent
-        kind = _kind(path)
+        kind = run_dir.kind(path)
         if kind == "ngram":
             self.vocab = run_dir.RunDir(path).load_vocab()
             self.ngram = ngram_lib.load(path)
@@ -411,18 +411,6 @@ class LanguageModel:
         p = np.zeros((len(contexts), self.vocab.size))
         np.put_along_axis(p, out["ids"].numpy().astype(np.int64), out["probabilities"].numpy().astype(np.float64), 1)
         return p
-
-
-def _kind(path: str) -> str | None:
-    if os.path.isfile(path) and path.endswith(".json"):
-        return "ensemble"
-    if os.path.isfile(os.path.join(path, run_dir.CONFIG)):
-        return "model"
-    if os.path.isfile(os.path.join(path, run_dir.NGRAM_MODEL)):
-        return "ngram"
-    if os.path.isfile(os.path.join(path, "saved_model.pb")):
-        return "export"
-    return None
 
 
 def _export_parent(path: str) -> str | None:

@@ -2,16 +2,18 @@
 
     echo "The jury said it did find that" | python -m nplm_tf.query --model_dir=runs/mlp9
     python -m nplm_tf.query --model_dir=runs/mlp9 --ngram_dir=runs/kn5 < sentences.txt     # the mixture
+    python -m nplm_tf.query --ngram_dir=runs/kn5 < sentences.txt       # an n-gram alone, as KenLM's query
 
 Each line is scored as one unit (its words, then </s>) and printed as
 
     word=id n log10P <TAB> ... </s>=0 n log10P <TAB> Total: log10P OOV: count
 
 then, after the last line, "Perplexity including OOVs", "Perplexity excluding OOVs", "OOVs" and "Tokens".
-Differences from KenLM: ids are this model's (`</s>` = 0, `<unk>` = 1); n is the number of words the
-network saw, the predicted one included (min(position + 1, order)), not a matched n-gram's length. A blank
-line is an empty sentence, `</s>` alone, as in KenLM. --ngram_only scores with the n-gram alone, as KenLM
-would. A model directory that keeps a mixture (`evaluate --save_mixture`) is scored with it unless
+Differences from KenLM: ids are this model's (`</s>` = 0, `<unk>` = 1); for a network (or a mixture) n is
+the number of words the network saw, the predicted one included (min(position + 1, order)); for an n-gram
+alone it is the length of the n-gram matched, as KenLM's. A blank line is an empty sentence, `</s>` alone, as
+in KenLM. An n-gram directory (`nplm_tf.ngram`, an imported ARPA file included) is scored alone when it is
+the only model given, as --ngram_dir or as --model_dir; --ngram_only scores a network's --ngram_dir alone. A model directory that keeps a mixture (`evaluate --save_mixture`) is scored with it unless
 --nomixture. The network is computed in NumPy (float32, no TensorFlow) unless --precision names one.
 """
 
@@ -20,9 +22,14 @@ from absl import flags
 from nplm_tf import run_dir
 from pipelines import app
 
-MODEL_DIR = app.define_path("model_dir", None, "A directory written by nplm_tf.train.", required=True)
+MODEL_DIR = app.define_path(
+    "model_dir", None, "A directory written by nplm_tf.train, or an nplm_tf.ngram directory to score with alone."
+)
 NGRAM_DIR = app.define_path(
-    "ngram_dir", None, "An nplm_tf.ngram directory: score with the network mixed with it (weights fitted on valid)."
+    "ngram_dir",
+    None,
+    "An nplm_tf.ngram directory: with --model_dir, score with the network mixed with it (weights fitted on "
+    "valid); alone, score with the n-gram.",
 )
 NGRAM_ONLY = flags.DEFINE_boolean("ngram_only", False, "With --ngram_dir: score with the n-gram alone (λ = 0).")
 BATCH_LINES = flags.DEFINE_integer("batch_lines", 10_000, "Lines read and scored together.")
@@ -30,23 +37,26 @@ MIXTURE, PRECISION = run_dir.numpy_scoring_flags()
 
 
 def format_line(score, order: int) -> str:
+    lengths = score.lengths if score.lengths is not None else [min(p + 1, order) for p in range(len(score.ids))]
     fields = [
-        f"{word}={int(i)} {min(p + 1, order)} {value:.6g}"
-        for p, (word, i, value) in enumerate(zip(score.words, score.ids, score.log10))
+        f"{word}={int(i)} {int(n)} {value:.6g}"
+        for word, i, n, value in zip(score.words, score.ids, lengths, score.log10)
     ]
     oov = int((score.ids[:-1] == 1).sum()) if len(score.ids) else 0
     return "\t".join([*fields, f"Total: {score.total:.8g} OOV: {oov}"])
 
 
-def check() -> None:
-    """The flag values and that --model_dir holds a trained model, before TensorFlow loads."""
+def check():
+    """The flag values and the kinds of the directories given, before any model (or TensorFlow) loads; returns
+    `run_dir.scoring_models`'s (model_dir, ngram_dir, mode)."""
     from nplm_tf.config import ConfigError
 
-    if NGRAM_ONLY.value and not NGRAM_DIR.value:
-        raise ConfigError("--ngram_only needs --ngram_dir.")
     if BATCH_LINES.value < 1:
-        raise ConfigError(f"batch_lines={BATCH_LINES.value} must be at least 1.")
-    run_dir.check_trained(MODEL_DIR.value)
+        raise ConfigError(f"--batch_lines={BATCH_LINES.value} must be at least 1.")
+    models = run_dir.scoring_models(MODEL_DIR.value, NGRAM_DIR.value, NGRAM_ONLY.value)
+    if models[0] is None and PRECISION.value is not None:
+        raise ConfigError("--precision is the network's; an n-gram alone is scored in float64 without it.")
+    return models
 
 
 def main(argv, checked):
@@ -55,9 +65,11 @@ def main(argv, checked):
     from nplm_tf.tools import lines as lines_lib
     from nplm_tf.tools.text_input import read_lines
 
-    ngram_dir = NGRAM_DIR.value or (lines_lib.saved_mixture_ngram(MODEL_DIR.value) if MIXTURE.value else None)
-    mode = "network" if not ngram_dir else "ngram" if NGRAM_ONLY.value else "mixture"
-    scorer = lines_lib.LineScorer(MODEL_DIR.value, ngram_dir, mode, PRECISION.value)
+    model_dir, ngram_dir, mode = checked
+    if mode == "network" and MIXTURE.value:
+        ngram_dir = lines_lib.saved_mixture_ngram(model_dir)
+        mode = "mixture" if ngram_dir else "network"
+    scorer = lines_lib.LineScorer(model_dir, ngram_dir, mode, PRECISION.value)
     order = scorer.ngram.order if mode == "ngram" else scorer.config.order
     total, tokens, oov_total, oov_tokens = 0.0, 0, 0.0, 0
     batch = []

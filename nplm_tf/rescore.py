@@ -7,7 +7,8 @@ Reads `id ||| hypothesis ||| feature scores ||| total` lines on standard input a
 `NAME= log10P` appended to the feature scores (the hypothesis scored as one line: its words, then </s>, as
 `nplm_tf.query` prints it in "Total:"). Hypotheses are scored in batches of --batch_lines. A line that is
 not in this format is reported (a warning naming its line number) and left out; the others are written, and
-the run ends with one sentence counting them and exit status 1. A model directory that keeps a mixture
+the run ends with one sentence counting them and exit status 1. An n-gram directory given alone (as
+--ngram_dir or --model_dir) scores as KenLM scores its file. A model directory that keeps a mixture
 (`evaluate --save_mixture`) is scored with it unless --nomixture; the network is computed in NumPy (float32,
 no TensorFlow) unless --precision names one.
 """
@@ -19,22 +20,30 @@ from absl import flags
 from nplm_tf import run_dir
 from pipelines import app
 
-MODEL_DIR = app.define_path("model_dir", None, "A directory written by nplm_tf.train.", required=True)
-NGRAM_DIR = app.define_path("ngram_dir", None, "Score with the network mixed with this nplm_tf.ngram model.")
+MODEL_DIR = app.define_path(
+    "model_dir", None, "A directory written by nplm_tf.train, or an nplm_tf.ngram directory to score with alone."
+)
+NGRAM_DIR = app.define_path(
+    "ngram_dir", None, "Score with the network mixed with this nplm_tf.ngram model; alone, with the n-gram."
+)
 FEATURE_NAME = flags.DEFINE_string("feature_name", "NPLM", "Name of the appended feature.")
 BATCH_LINES = flags.DEFINE_integer("batch_lines", 10_000, "Hypotheses read and scored together.")
 MIXTURE, PRECISION = run_dir.numpy_scoring_flags()
 
 
-def check() -> None:
-    """The flag values and that --model_dir holds a trained model, before TensorFlow loads."""
+def check():
+    """The flag values and the kinds of the directories given, before any model (or TensorFlow) loads; returns
+    `run_dir.scoring_models`'s (model_dir, ngram_dir, mode)."""
     from nplm_tf.config import ConfigError
 
     if BATCH_LINES.value < 1:
-        raise ConfigError(f"batch_lines={BATCH_LINES.value} must be at least 1.")
+        raise ConfigError(f"--batch_lines={BATCH_LINES.value} must be at least 1.")
     if not FEATURE_NAME.value or any(c.isspace() for c in FEATURE_NAME.value) or "=" in FEATURE_NAME.value:
-        raise ConfigError(f"feature_name={FEATURE_NAME.value!r} must be one word without '='.")
-    run_dir.check_trained(MODEL_DIR.value)
+        raise ConfigError(f"--feature_name={FEATURE_NAME.value!r} must be one word without '='.")
+    models = run_dir.scoring_models(MODEL_DIR.value, NGRAM_DIR.value)
+    if models[0] is None and PRECISION.value is not None:
+        raise ConfigError("--precision is the network's; an n-gram alone is scored in float64 without it.")
+    return models
 
 
 def main(argv, checked):
@@ -44,8 +53,11 @@ def main(argv, checked):
     from nplm_tf.tools import nbest
     from nplm_tf.tools.text_input import read_lines
 
-    ngram_dir = NGRAM_DIR.value or (lines_lib.saved_mixture_ngram(MODEL_DIR.value) if MIXTURE.value else None)
-    scorer = lines_lib.LineScorer(MODEL_DIR.value, ngram_dir, "mixture" if ngram_dir else "network", PRECISION.value)
+    model_dir, ngram_dir, mode = checked
+    if mode == "network" and MIXTURE.value:
+        ngram_dir = lines_lib.saved_mixture_ngram(model_dir)
+        mode = "mixture" if ngram_dir else "network"
+    scorer = lines_lib.LineScorer(model_dir, ngram_dir, mode, PRECISION.value)
     entries, bad = [], 0
 
     def flush():

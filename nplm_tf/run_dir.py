@@ -202,10 +202,56 @@ def _listing(path: str) -> list[str]:
     return os.listdir(path) if os.path.isdir(path) else []
 
 
-def check_trained(model_dir: str) -> RunDir:
+KINDS = {
+    "model": "a network's model directory (nplm_tf.train)",
+    "ngram": "an n-gram directory (nplm_tf.ngram)",
+    "export": "a SavedModel export (nplm_tf.export)",
+    "ensemble": "an ensemble's fit (evaluate --save_ensemble)",
+}
+
+
+def kind(path: str) -> str | None:
+    """What `path` holds, by the files it has (no model is read): a key of `KINDS`, or None."""
+    if os.path.isfile(path) and path.endswith(".json"):
+        return "ensemble"
+    if os.path.isfile(os.path.join(path, CONFIG)):
+        return "model"
+    if os.path.isfile(os.path.join(path, NGRAM_MODEL)):
+        return "ngram"
+    if os.path.isfile(os.path.join(path, "saved_model.pb")):
+        return "export"
+    return None
+
+
+def check_kind(path: str, flag: str, *wanted: str) -> str:
+    """The kind of `path` if it is one of `wanted`, else the ConfigError that says which kind --`flag` was given
+    and which it needs: binaries call it in their flag check, before any model loads."""
+    found = kind(path)
+    if found in wanted:
+        return found
+    if found is not None:
+        given = KINDS[found]
+    elif not os.path.exists(path):
+        given = "not there"
+    else:
+        given = "nothing nplm_tf wrote" if os.path.isdir(path) else "a file, not a directory"
+    need = " or ".join(KINDS[w] for w in wanted)
+    raise ConfigError(f"--{flag}={path} is {given}; it needs {need}.")
+
+
+def refuse_other_kind(path: str, flag: str, *wanted: str) -> None:
+    """`check_kind` where `path` holds another kind nplm_tf writes; a path holding none is left to the reader's
+    own error (which names the file it misses)."""
+    if kind(path) not in (None, *wanted):
+        check_kind(path, flag, *wanted)
+
+
+def check_trained(model_dir: str, flag: str = "model_dir", accepted: tuple[str, ...] = ("model",)) -> RunDir:
     """The run at `model_dir` if it holds a trained model (a configuration and trained weights), else the
-    ConfigError that says what is missing. Reads no weights and needs no TensorFlow: binaries call it in
-    their flag check."""
+    ConfigError that says what is missing, or which other kind of directory --`flag` names (`accepted`: the
+    kinds the binary takes there). Reads no weights and needs no TensorFlow: binaries call it in their flag
+    check."""
+    refuse_other_kind(model_dir, flag, *accepted)
     run = RunDir(model_dir)
     if not run.has_config():
         raise ConfigError(f"{model_dir} holds no trained model (no {CONFIG}); train one with nplm_tf.train.")
@@ -239,6 +285,30 @@ def numpy_scoring_flags():
         "Score with TensorFlow in this precision (default: NumPy in float32, without TensorFlow: the same weights).",
     )
     return mixture, precision
+
+
+def scoring_models(model_dir: str | None, ngram_dir: str | None, ngram_only: bool = False):
+    """What `query` and `rescore` score with, checked before any model loads: (the network's model directory or
+    None, the n-gram directory or None, the `LineScorer` mode). --model_dir may name a network or an n-gram
+    directory; an n-gram directory alone (either flag) is scored as KenLM's `query` scores its file. A network
+    without --ngram_dir comes back as "network": the caller then serves its saved mixture, if any."""
+    if not model_dir and not ngram_dir:
+        raise ConfigError("give --model_dir (a network's or an n-gram directory) or --ngram_dir (an n-gram alone).")
+    if ngram_dir:
+        (refuse_other_kind if model_dir else check_kind)(ngram_dir, "ngram_dir", "ngram")
+    if model_dir and kind(model_dir) == "ngram":
+        if ngram_dir:
+            raise ConfigError(
+                f"--model_dir={model_dir} is an n-gram directory, and so is --ngram_dir: give the network as "
+                "--model_dir, or one n-gram alone."
+            )
+        return None, model_dir, "ngram"
+    if not model_dir:
+        return None, ngram_dir, "ngram"
+    check_trained(model_dir, "model_dir", ("model", "ngram"))
+    if ngram_only and not ngram_dir:
+        raise ConfigError("--ngram_only needs --ngram_dir (or give the n-gram directory as --model_dir).")
+    return model_dir, ngram_dir, "ngram" if ngram_only else "mixture" if ngram_dir else "network"
 
 
 def match_model_dirs(patterns: str, flag: str = "model_dirs") -> tuple[list[str], list[str]]:

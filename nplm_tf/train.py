@@ -13,6 +13,7 @@ import json
 from absl import flags
 
 from nplm_tf import config as config_lib
+from nplm_tf import run_dir
 from nplm_tf.config import Config, ConfigError
 from nplm_tf.training import strategies
 from pipelines import app, corpus_flags
@@ -151,6 +152,8 @@ def config_from_flags() -> Config:
             f"--ngram_dir needs an n-gram tail (--tail={' or '.join(config_lib.NGRAM_TAILS)}); "
             f"--tail={config.tail} has none."
         )
+    if FLAGS["ngram_dir"].value:
+        run_dir.refuse_other_kind(FLAGS["ngram_dir"].value, "ngram_dir", "ngram")
     if FLAGS["num_sampled"].present and config.loss == "softmax":
         raise ConfigError("--num_sampled needs --loss=sampled_softmax or --loss=nce.")
     return config

@@ -623,3 +623,80 @@ def test_the_score_signatures_outputs_have_the_documented_dtypes_shapes_and_mean
     doc = open(os.path.join(helpers.ROOT, "docs", "serving.md"), encoding="utf-8").read()
     for name, (dtype, _) in expected.items():
         assert f"| `{name}` | {dtype.name} |" in doc
+
+
+def test_an_ngram_directory_alone_is_queried_and_rescored_as_kenlm_scores_its_file(trained):
+    """`query` and `rescore` take an n-gram directory alone, as --ngram_dir or as --model_dir: each token's
+    log10 P and matched n-gram length, and each hypothesis's total, are the `kenlm` module's on model.arpa."""
+    import kenlm
+
+    lm = kenlm.Model(os.path.join(trained["ngram"], "model.arpa"))
+    lines = ["the cat was eating .", "the zebra sat", "", "word3 here ."]
+    text = "".join(line + "\n" for line in lines)
+    for flag in ("--ngram_dir", "--model_dir"):
+        result = run_with_input("nplm_tf.query", text, f"{flag}={trained['ngram']}")
+        assert result.returncode == 0, result.stderr[-2000:]
+        printed = result.stdout.decode().splitlines()
+        for line, out in zip(lines, printed):
+            fields = [f.split(" ") for f in out.split("\t")[:-1]]
+            expected = list(lm.full_scores(line))
+            np.testing.assert_allclose([float(f[2]) for f in fields], [e[0] for e in expected], atol=1e-5)
+            assert [int(f[1]) for f in fields] == [e[1] for e in expected], (flag, line)
+        assert printed[len(lines)].startswith("Perplexity including OOVs:")
+    nbest = "".join(f"0 ||| {line} ||| LM0= -1 ||| -1\n" for line in lines)
+    result = run_with_input("nplm_tf.rescore", nbest, f"--ngram_dir={trained['ngram']}")
+    assert result.returncode == 0, result.stderr[-2000:]
+    totals = [float(out.split("NPLM= ")[1].split(" ")[0]) for out in result.stdout.decode().splitlines()]
+    np.testing.assert_allclose(totals, [lm.score(line) for line in lines], atol=1e-4)
+
+
+@pytest.mark.parametrize(
+    "module,flags,flag,given,needed",
+    [
+        ("nplm_tf.evaluate", ["--model_dir=M", "--ngram_dir=M"], "ngram_dir", "M", "ngram"),
+        ("nplm_tf.evaluate", ["--model_dir=N"], "model_dir", "N", "model"),
+        ("nplm_tf.evaluate", ["--model_dirs=M", "--ngram_dir=M"], "ngram_dir", "M", "ngram"),
+        ("nplm_tf.query", ["--model_dir=M", "--ngram_dir=M"], "ngram_dir", "M", "ngram"),
+        ("nplm_tf.query", ["--model_dir=E"], "model_dir", "E", "model or ngram"),
+        ("nplm_tf.rescore", ["--ngram_dir=M"], "ngram_dir", "M", "ngram"),
+        ("nplm_tf.generate", ["--model_dir=N"], "model_dir", "N", "model"),
+        ("nplm_tf.export", ["--model_dir=N"], "model_dir", "N", "model"),
+        ("nplm_tf.neighbors", ["--model_dir=N", "--words=cat"], "model_dir", "N", "model"),
+    ],
+)
+def test_a_directory_of_another_kind_is_refused_by_its_flag_before_any_model_loads(
+    module, flags, flag, given, needed, trained
+):
+    """Every flag that names a directory of one kind is checked for that kind first: the error names the flag,
+    the kind given and the kind needed, and TensorFlow (or any model) has not loaded."""
+    from nplm_tf import run_dir
+
+    paths = {"M": trained["model"], "N": trained["ngram"], "E": os.path.join(trained["model"], "export", "1")}
+    args = [
+        f.replace("=M", f"={paths['M']}").replace("=N", f"={paths['N']}").replace("=E", f"={paths['E']}") for f in flags
+    ]
+    result = subprocess.run(
+        [sys.executable, "-c", CHECK_BEFORE_TENSORFLOW.format(module=module), *args],
+        cwd=helpers.ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    kinds = {"M": "model", "N": "ngram", "E": "export"}
+    need = " or ".join(run_dir.KINDS[k] for k in needed.split(" or "))
+    expected = f"error: --{flag}={paths[given]} is {run_dir.KINDS[kinds[given]]}; it needs {need}."
+    assert result.stdout.splitlines() == [expected, "tensorflow loaded: False"], result.stderr[-2000:]
+
+
+def test_train_refuses_a_network_as_its_tails_ngram_before_anything_is_written(trained, tmp_path):
+    model_dir = tmp_path / "sl"
+    result = helpers.run_binary(
+        "nplm_tf.train", f"--model_dir={model_dir}", "--shortlist=5", f"--ngram_dir={trained['model']}", *TINY,
+        *trained["corpus"],
+    )  # fmt: skip
+    helpers.assert_one_sentence(
+        result,
+        f"--ngram_dir={trained['model']} is a network's model directory (nplm_tf.train); it needs an n-gram "
+        "directory (nplm_tf.ngram).",
+    )
+    assert not model_dir.exists() and "precision:" not in result.stdout

@@ -35,6 +35,7 @@ class LineScore:
     words: list[str]  # the line's tokens, then </s>
     ids: np.ndarray  # their vocabulary ids (<unk> = 1)
     log10: np.ndarray  # log10 P of each
+    lengths: np.ndarray | None = None  # the n-gram alone: the longest n-gram matched at each, as KenLM's
 
     @property
     def total(self) -> float:
@@ -52,7 +53,8 @@ class LineScorer:
     """Scores lines with a trained model directory, optionally mixed with (or replaced by) an n-gram.
 
     Args:
-      model_dir: a directory written by `nplm_tf.train`.
+      model_dir: a directory written by `nplm_tf.train`; None with mode "ngram": the n-gram alone, on its own
+        vocabulary.
       ngram_dir: an `nplm_tf.ngram` directory on the same vocabulary, or None.
       mode: "network"; "mixture" (λ per context frequency: the model directory's saved fit when it is for
         this n-gram as it is now, else fitted on the model's own valid split, in memory: nothing is written);
@@ -67,7 +69,9 @@ class LineScorer:
     ):
         self.model_dir, self.ngram_dir, self.mode, self.precision = model_dir, ngram_dir, mode, precision
         self._model = self._numpy = None
-        if precision is None:
+        if model_dir is None:  # an n-gram alone
+            self.config, self.vocab = None, run_dir.RunDir(ngram_dir).load_vocab()
+        elif precision is None:
             from nplm_tf.inference.network import NumpyNetwork
 
             run = run_dir.check_trained(model_dir)
@@ -165,14 +169,31 @@ class LineScorer:
         kept = tuple(" ".join(t) for t in tokens if t)
         probs = self.probabilities(corpus_lib.Split("lines", lines=kept)) if kept else np.zeros(0)
         empty = self.empty_line_probability() if len(kept) < len(tokens) else None
+        lengths = empty_length = None
+        if self.mode == "ngram":  # KenLM's query prints the length of the n-gram each token matched
+            eos, bos = self.vocab.eos_id, self.vocab.bos_id
+            lines_ids = [self.vocab.ids(t) for t in tokens if t]
+            lengths = matched_lengths(self.ngram, TokenArrays.from_lines(lines_ids, bos, eos)) if kept else None
+            empty_length = matched_lengths(self.ngram, TokenArrays.from_lines([[]], bos, eos))
         scores, start = [], 0
         for words in tokens:
             if not words:
-                scores.append(LineScore(["</s>"], np.array([self.vocab.eos_id]), np.log10([empty])))
+                scores.append(LineScore(["</s>"], np.array([self.vocab.eos_id]), np.log10([empty]), empty_length))
                 continue
             words = [*words, "</s>"]
             end = start + len(words)
             ids = np.array(self.vocab.ids(words[:-1]) + [self.vocab.eos_id])
-            scores.append(LineScore(words, ids, np.log10(probs[start:end])))
+            length = lengths[start:end] if lengths is not None else None
+            scores.append(LineScore(words, ids, np.log10(probs[start:end]), length))
             start = end
         return scores
+
+
+def matched_lengths(ngram, data: TokenArrays) -> np.ndarray:
+    """The length of the longest n-gram the model lists ending at each predicted token (its context's last
+    words, then it), KenLM's `ngram_length`; 1 where only the unigram matches."""
+    ids, length = data.tokens, np.ones(data.tokens.size, np.int64)
+    for k in range(2, ngram.order + 1):
+        ids = ngram.extend_ids(ids, data, k)
+        length[ids >= 0] = k
+    return length[data.predicted]
