@@ -33,8 +33,10 @@ def check() -> None:
     from nplm_tf.config import ConfigError
     from pipelines import files
 
-    if K.value < 1 or PLOT_WORDS.value < 2:
-        raise ConfigError(f"k={K.value} must be >= 1 and plot_words={PLOT_WORDS.value} >= 2.")
+    if K.value < 1:
+        raise ConfigError(f"--k={K.value} must be at least 1.")
+    if PLOT_WORDS.value < 2:
+        raise ConfigError(f"--plot_words={PLOT_WORDS.value} must be at least 2.")
     if not (words() or PLOT.value or PROJECTOR.value):
         raise ConfigError("nothing to do: give --words, --plot or --projector.")
     if PLOT.value:

@@ -159,6 +159,9 @@ def config_from_flags() -> Config:
     return config
 
 
+_NOTES: list[str] = []  # what choosing the configuration has to say, printed once the flags are checked
+
+
 def auto_precision() -> str:
     """--precision=auto: a run that exists keeps the precision it trained in (it resumes, or is done); a new
     one takes the faster on this machine, and says so."""
@@ -172,7 +175,7 @@ def auto_precision() -> str:
         except ConfigError:
             pass  # a damaged config.json is refused where the run is set up
     precision, why = hardware.fast_precision()
-    print(f"precision: {precision} (--precision=auto: {why}; --precision=... chooses).", flush=True)
+    _NOTES.append(f"precision: {precision} (--precision=auto: {why}; --precision=... chooses).")
     return precision
 
 
@@ -188,7 +191,10 @@ def check_flags():
     strategies.check_average(config.average, STRATEGY.value == "multi_worker")
     if STRATEGY.value == "mirrored":  # the CPU split's replicas; GPUs are counted once TensorFlow loads (main)
         strategies.check_batch_split(config.batch_size, NUM_CPU_DEVICES.value)
-    return config, corpus_flags.corpus_from_flags()  # the corpus flags checked, and that its files exist
+    corpus = corpus_flags.corpus_from_flags()  # the corpus flags checked, and that its files exist
+    while _NOTES:  # said once every flag is known to be good: a refused run prints its error alone
+        print(_NOTES.pop(0), flush=True)
+    return config, corpus
 
 
 def main(argv, checked):

@@ -476,6 +476,11 @@ def test_interrupted_training_resumes(sig, code, data, tmp_path):
         ("nplm_tf.train", ["--model_dir=OUT", "--nodirect=3"], "error: --nodirect=3 does not take an argument."),
         ("benchmarks.throughput", ["--steps=abc"], "error: --steps=abc is not an integer."),
         ("nplm_tf.export", ["--export_dir=OUT"], "error: give one of --model_dir (a trained model) and --ensemble"),
+        # each error names the flag given, not one left at its default
+        ("nplm_tf.neighbors", ["--model_dir=OUT", "--words=a", "--k=0"], "error: --k=0 must be at least 1."),
+        ("nplm_tf.neighbors", ["--model_dir=OUT", "--plot_words=1"], "error: --plot_words=1 must be at least 2."),
+        ("nplm_tf.query", ["--model_dir=OUT", "--batch_lines=0"], "error: --batch_lines=0 must be at least 1."),
+        ("nplm_tf.query", [], "error: give --model_dir (a network's or an n-gram directory) or --ngram_dir"),
     ],
 )
 def test_more_binaries_check_their_flags_first_and_write_nothing(module, flags, message, tmp_path):
@@ -484,6 +489,16 @@ def test_more_binaries_check_their_flags_first_and_write_nothing(module, flags, 
     result = helpers.run_binary(module, *(flag.replace("OUT", str(out)) for flag in flags), env=env)
     helpers.assert_one_sentence(result, message)
     assert not out.exists()
+
+
+def test_a_training_run_refused_by_its_flags_prints_its_error_alone(tmp_path):
+    """The precision --precision=auto chose is said once every flag is checked, not before a refusal."""
+    out = tmp_path / "out"
+    result = helpers.run_binary(
+        "nplm_tf.train", f"--model_dir={out}", "--epochs=0", env=helpers.without_tensorflow(tmp_path)
+    )
+    helpers.assert_one_sentence(result, "error: epochs=0 must be at least 1.")
+    assert result.stdout == "" and not out.exists()
 
 
 @pytest.mark.parametrize(
