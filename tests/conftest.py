@@ -7,6 +7,8 @@ with the most slow tests start first, so that the two workers end within a small
 """
 
 import inspect
+import os
+import tempfile
 
 import pytest
 
@@ -34,6 +36,9 @@ THIRD_PARTY_WARNINGS = (
 
 
 def pytest_configure(config):
+    # The reading tools keep mixture fits in the user's cache (`nplm_tf.tools.fit_cache`): never the real one
+    # here, and each test its own (`own_fit_cache`), so that no test is served another's fit.
+    os.environ["NPLM_TF_CACHE"] = tempfile.mkdtemp(prefix="nplm_tf_fit_cache_")
     config.addinivalue_line("markers", 'slow: runs a binary or trains; pytest -m "not slow" is the fast tier')
     for line in THIRD_PARTY_WARNINGS:
         config.addinivalue_line("filterwarnings", line)
@@ -79,3 +84,8 @@ def pytest_collection_modifyitems(items):
             item.add_marker(pytest.mark.slow)
             slow_in_file[item.path.name] = slow_in_file.get(item.path.name, 0) + 1
     items.sort(key=lambda item: -slow_in_file.get(item.path.name, 0))  # stable: a file's tests in order
+
+
+@pytest.fixture(autouse=True)
+def own_fit_cache(tmp_path_factory, monkeypatch):
+    monkeypatch.setenv("NPLM_TF_CACHE", str(tmp_path_factory.mktemp("fit_cache")))

@@ -700,3 +700,28 @@ def test_train_refuses_a_network_as_its_tails_ngram_before_anything_is_written(t
         "directory (nplm_tf.ngram).",
     )
     assert not model_dir.exists() and "precision:" not in result.stdout
+
+
+def test_a_mixed_query_fits_once_and_keeps_the_fit_in_the_users_cache_not_the_model(trained, tmp_path):
+    """The first mixed query fits λ on valid and says so once, with its time and where the fit is kept; the next
+    calls (query, rescore, another copy of the model) read it and print the same numbers without a note; a
+    rebuilt n-gram (another digest) is fitted again; the model directory is never written."""
+    model_dir = str(shutil.copytree(trained["model"], tmp_path / "model"))
+    before = sorted(os.listdir(model_dir))
+    ngram = f"--ngram_dir={trained['ngram']}"
+    text = "the dog was sleeping .\nthe cat\n"
+    first = run_with_input("nplm_tf.query", text, f"--model_dir={model_dir}", ngram)
+    stderr = first.stderr.decode()
+    assert first.returncode == 0 and "note: fitted the mixture with" in stderr and " s; nothing was saved" in stderr
+    assert f"kept for the next call in {os.environ['NPLM_TF_CACHE']}" in stderr
+    again = run_with_input("nplm_tf.query", text, f"--model_dir={trained['model']}", ngram)  # the same contents
+    assert again.returncode == 0 and "note:" not in again.stderr.decode() and again.stdout == first.stdout
+    nbest = "0 ||| the cat ||| LM0= -1 ||| -1\n"
+    rescored = run_with_input("nplm_tf.rescore", nbest, f"--model_dir={model_dir}", ngram)
+    assert rescored.returncode == 0 and "note:" not in rescored.stderr.decode()
+    assert sorted(os.listdir(model_dir)) == before
+    bigram = str(tmp_path / "kn2")
+    built = helpers.run_binary("nplm_tf.ngram", "--order=2", f"--output={bigram}", "--min_count=2", *trained["corpus"])
+    assert built.returncode == 0, built.stderr[-2000:]
+    refit = run_with_input("nplm_tf.query", text, f"--model_dir={model_dir}", f"--ngram_dir={bigram}")
+    assert "note: fitted the mixture with" in refit.stderr.decode()

@@ -14,6 +14,7 @@ import dataclasses
 import math
 import os
 import sys
+import time
 
 import numpy as np
 
@@ -23,6 +24,7 @@ from nplm_tf.baselines import mixture as mixture_lib
 from nplm_tf.baselines import network_mixture
 from nplm_tf.baselines.ngram_arrays import TokenArrays
 from nplm_tf.network import loading
+from nplm_tf.tools import fit_cache
 from pipelines import corpus as corpus_lib
 from pipelines import corpus_flags
 
@@ -93,12 +95,18 @@ class LineScorer:
         return self._model
 
     def _fitted_weights(self) -> np.ndarray:
+        """λ per context frequency: the model directory's saved fit when it is for this n-gram as it is now, else
+        the user's cache's (`fit_cache`), else fitted on the model's valid split (in memory, then cached)."""
         saved = run_dir.RunDir(self.model_dir).read_mixture()
         same = saved and os.path.abspath(saved["ngram_dir"]) == os.path.abspath(self.ngram_dir)
-        # Digested once, for the check and a fit after it (a fit from before mixture.json kept digests: none).
-        digest = ngram_lib.digest(self.ngram) if same and "ngram_digest" in saved else None
+        digest = ngram_lib.digest(self.ngram)  # once, for the saved fit's check, the cache's key and a fit
         if same and network_mixture.fitted_with(saved, self.ngram, digest):  # else fitted again: the n-gram was rebuilt
             return np.asarray(saved["context_frequency"])
+        cached = fit_cache.path_for(self.model_dir, digest)
+        weights = fit_cache.read(cached)
+        if weights is not None:
+            return weights
+        start = time.perf_counter()
         valid = corpus_flags.corpus_from_flags(run_dir.RunDir(self.model_dir).read_corpus(), self.model_dir)["valid"]
         p_valid = self.network_probabilities(valid)  # fitted and reported on the same split: scored once
         probs = {"valid": p_valid, "eval": p_valid}
@@ -107,14 +115,22 @@ class LineScorer:
             probs, splits, self.vocab, self.ngram, self.ngram_dir, "eval", digest=digest
         )
         self.fit = report["fit"]
+        weights = np.asarray(report["context_frequency"]["weights"])
         why = "its saved fit is for the n-gram before it was rebuilt" if same else "the model keeps no fit for it"
+        kept = (
+            f"kept for the next call in {cached}"
+            if fit_cache.write(cached, weights, self.model_dir, self.ngram_dir)
+            else f"the cache {fit_cache.cache_dir()} cannot be written, so the next call fits again"
+        )
         print(
-            f"note: fitted the mixture with {self.ngram_dir} on the valid split ({why}); nothing was saved: "
-            f"`nplm_tf.evaluate --model_dir={self.model_dir} --ngram_dir={self.ngram_dir} --save_mixture` keeps it.",
+            f"note: fitted the mixture with {self.ngram_dir} on the valid split ({why}) in "
+            f"{time.perf_counter() - start:.1f} s; nothing was saved in the model directory, the fit is {kept} "
+            f"(`nplm_tf.evaluate --model_dir={self.model_dir} --ngram_dir={self.ngram_dir} --save_mixture` keeps "
+            "it with the model).",
             file=sys.stderr,
             flush=True,
         )
-        return np.asarray(report["context_frequency"]["weights"])
+        return weights
 
     def network_probabilities(self, split: corpus_lib.Split) -> np.ndarray:
         if self._numpy is not None:
