@@ -26,7 +26,8 @@ setup(
     extras_require={
         # pyctcdecode (nplm_tf.decoders) declares numpy<2 but runs under numpy 2, which TensorFlow 2.21 needs:
         # its own dependencies come from here, and it is installed with `pip install --no-deps pyctcdecode==0.5.0`.
-        "asr": ["pygtrie>=2.1,<3", "hypothesis>=6.14,<7", "jiwer>=3,<5"],
+        # kenlm: pyctcdecode's own KenLM language model, to compare the network with (it warns twice without it).
+        "asr": ["kenlm==0.3.0", "pygtrie>=2.1,<3", "hypothesis>=6.14,<7", "jiwer>=3,<5"],
         "test": [
             "pytest==9.2.0",
             "pytest-xdist==3.8.0",

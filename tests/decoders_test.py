@@ -167,3 +167,38 @@ def test_the_ctc_benchmark_decodes_with_each_model_and_names_the_weights_tuned_a
         row = out[name]
         assert row["at_grid_edge"] == asr_channel.grid_edges((row["alpha"], row["beta"]), alphas, betas), name
         assert (f"note: {name}'s " in result.stderr) == bool(row["at_grid_edge"]), name
+
+
+def test_the_readmes_decoder_snippet_runs_as_written(model_dir, tmp_path):
+    """The README's LanguageModel and pyctcdecode snippet, copied out of the README and run as it stands (its
+    model path swapped for the tiny model's): it defines its labels and emissions, and decodes what they spell."""
+    import os
+    import subprocess
+    import sys
+    import textwrap
+
+    text = open(os.path.join(helpers.ROOT, "README.md"), encoding="utf-8").read()
+    start = text.index("    import numpy as np\n    import nplm_tf\n")
+    code = textwrap.dedent(text[start : text.index("\n\n**", start)])  # to the next paragraph
+    assert '"runs/mlp9"' in code
+    code = code.replace('"runs/mlp9"', repr(model_dir))
+    env = dict(os.environ, PYTHONPATH=helpers.ROOT)
+    result = subprocess.run(
+        [sys.executable, "-c", code], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+    score, first, decoded = result.stdout.splitlines()[-3:]
+    assert float(score) < float(first) < 0 and decoded == "the jury said"
+
+
+def test_the_asr_extra_installs_kenlm_beside_pyctcdecodes_needs():
+    """`pip install -e '.[asr]'` gives pyctcdecode its KenLM (without it pyctcdecode warns and no KenLM baseline
+    can be decoded) and its own dependencies (it is installed with --no-deps)."""
+    import ast
+    import os
+
+    tree = ast.parse(open(os.path.join(helpers.ROOT, "setup.py"), encoding="utf-8").read())
+    call = next(n for n in ast.walk(tree) if isinstance(n, ast.Call) and getattr(n.func, "id", "") == "setup")
+    extras = ast.literal_eval(next(k.value for k in call.keywords if k.arg == "extras_require"))
+    names = {requirement.split("=")[0].split(">")[0].split("<")[0] for requirement in extras["asr"]}
+    assert {"kenlm", "pygtrie", "hypothesis"} <= names
