@@ -105,6 +105,14 @@ class LineScorer:
         cached = fit_cache.path_for(self.model_dir, digest)
         weights = fit_cache.read(cached)
         if weights is not None:
+            if same:  # said each time: the model's own fit is stale, and evaluate --save_mixture mends it
+                print(
+                    f"note: {self.model_dir}'s mixture.json is stale (its saved fit is for the n-gram before it was "
+                    f"rebuilt); the fit kept in {cached} for {self.ngram_dir} as it is now is served "
+                    "(`nplm_tf.evaluate --save_mixture` fits it again into the model directory).",
+                    file=sys.stderr,
+                    flush=True,
+                )
             return weights
         start = time.perf_counter()
         valid = corpus_flags.corpus_from_flags(run_dir.RunDir(self.model_dir).read_corpus(), self.model_dir)["valid"]
