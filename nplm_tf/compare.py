@@ -6,7 +6,7 @@
     python -m nplm_tf.compare --baseline=kn5_query.txt --candidate=mlp9_query.txt    # two `query` outputs
     python -m nplm_tf.compare --baseline='runs/full_*_test.tsv' --candidate='runs/sl_*_test.tsv'   # runs of each
 
-Prints one JSON line: both perplexities, `ratio` (the candidate's perplexity over the baseline's), and
+Prints a short table on a terminal, and one JSON line when piped or with --format=json: both perplexities, `ratio` (the candidate's perplexity over the baseline's), and
 `ratio_95`, the middle 95% of that ratio over --samples resamplings of the text's units (its lines; Brown's
 texts) with replacement, each unit's tokens kept together, the same units for both models (a paired
 bootstrap). An interval that excludes 1 says the difference is larger than the choice of test units
@@ -40,7 +40,7 @@ import os
 
 from absl import flags
 
-from pipelines import app
+from pipelines import app, tables
 from pipelines.errors import UserError
 
 BASELINE = flags.DEFINE_string(
@@ -70,6 +70,9 @@ VOCAB = flags.DEFINE_string(
 )
 SAMPLES = flags.DEFINE_integer("samples", 1000, "Bootstrap resamplings of the units.")
 SEED = flags.DEFINE_integer("seed", 0, "Seed of the resampling.")
+FORMAT = flags.DEFINE_enum(
+    "format", None, ["table", "json"], "Output: a table (default on a terminal) or one JSON line (default when piped)."
+)
 
 
 def check():
@@ -132,7 +135,43 @@ def main(argv, checked):
     result = per_token.compare(words, baseline, candidate, SAMPLES.value, SEED.value)
     if edges:
         result["bands"] = per_token.by_band(words, ids, baseline, candidate, edges, SAMPLES.value, SEED.value)
-    print(json.dumps(result))
+    if (FORMAT.value or ("table" if tables.on_terminal() else "json")) == "json":
+        print(json.dumps(result))
+    else:
+        print(summary_table(result))
+
+
+def summary_table(result: dict) -> str:
+    """The comparison as a person reads it: each model's perplexity, the ratio with its interval, per band."""
+
+    def interval(row: dict) -> str:
+        low_high = row.get("ratio_95")
+        return f"{low_high[0]:.3f}–{low_high[1]:.3f}" if low_high else "n/a"
+
+    def line(name: str, row: dict, tokens: int) -> list[str]:
+        if "ratio" not in row:  # a band without tokens
+            return [name, "0", "", "", "", ""]
+        ratio = row["ratio"]
+        return [
+            name,
+            f"{tokens:,}",
+            f"{row['baseline_perplexity']:.2f}",
+            f"{row['candidate_perplexity']:.2f}",
+            f"{ratio:.3f}",
+            interval(row),
+        ]
+
+    rows = [line("all tokens", result, result["tokens"])]
+    for band in result.get("bands", []):
+        first, end = band["ids"]
+        rows.append(line(f"ids {first}–{end - 1 if end else 'end'}", band, band["tokens"]))
+    header = ["tokens", "count", "baseline ppl", "candidate ppl", "ratio", "95% interval"]
+    share = result["candidate_better_share"]
+    return (
+        tables.text_table(header, rows)
+        + f"\n{result['units']:,} units, {result['samples']:,} resamplings; the candidate is better in {share:.1%} "
+        "of them (--format=json: every figure)"
+    )
 
 
 def run():

@@ -5,7 +5,7 @@
 
 --plot draws the most frequent words on the first two principal components of their features, the --words
 and their --k neighbours highlighted and labelled (the others labelled where a label fits); --projector writes the features for TensorBoard's Embedding Projector into MODEL_DIR/logs/projector
-(training writes them too): `tensorboard --logdir=MODEL_DIR/logs`, tab "Projector".
+(over the same files training writes there, and says so): `tensorboard --logdir=MODEL_DIR/logs`, tab "Projector".
 """
 
 import sys
@@ -63,7 +63,8 @@ def main(argv, checked):
         print(f"wrote {PLOT.value}")
     if PROJECTOR.value:
         app.import_tensorflow_quietly()
-        print(f"wrote {embeddings.write_projector(run_dir.RunDir(MODEL_DIR.value), vocab, table)}")
+        directory = embeddings.write_projector(run_dir.RunDir(MODEL_DIR.value), vocab, table)
+        print(f"wrote {directory} (over the files training wrote there: the same features, the best weights' C)")
     if unknown:
         app.fail(f"not in the model's vocabulary: {', '.join(unknown)} (the others are answered above).")
     sys.stdout.flush()

@@ -301,3 +301,33 @@ def test_the_binary_compares_by_band_with_the_models_vocabulary(tmp_path):
         ran = compare(*args)
         assert ran.returncode != 0 and ran.stdout == ""
         assert ran.stderr.strip().splitlines()[-1].startswith("error:") and message in ran.stderr, ran.stderr
+
+
+def test_a_terminal_gets_a_short_table_and_a_pipe_json(tmp_path):
+    """On a terminal (`--format=table`, its default there) a table of both perplexities and the ratio with its
+    interval, a row per band; piped, one JSON line with the same figures."""
+    import json
+
+    from tests import helpers
+
+    paths = [str(tmp_path / name) for name in ("a.tsv", "b.tsv")]
+    for path, shift in zip(paths, (0.0, 0.2)):
+        per_token.write(path, WORDS, -np.arange(1.0, 10.0) + shift)
+    flags = [f"--baseline={paths[0]}", f"--candidate={paths[1]}", "--samples=50"]
+    env = helpers.without_tensorflow(tmp_path)
+    piped = json.loads(helpers.run_binary("nplm_tf.compare", *flags, env=env).stdout)
+    table = helpers.run_binary("nplm_tf.compare", *flags, "--format=table", env=env)
+    assert table.returncode == 0, table.stderr[-2000:]
+    header, row, note = table.stdout.splitlines()
+    assert header.split()[:4] == ["tokens", "count", "baseline", "ppl"]
+    low, high = piped["ratio_95"]
+    assert row.split() == [
+        "all",
+        "tokens",
+        f"{piped['tokens']:,}",
+        f"{piped['baseline_perplexity']:.2f}",
+        f"{piped['candidate_perplexity']:.2f}",
+        f"{piped['ratio']:.3f}",
+        f"{low:.3f}–{high:.3f}",
+    ]
+    assert note.startswith(f"{piped['units']:,} units, 50 resamplings")

@@ -725,3 +725,11 @@ def test_a_mixed_query_fits_once_and_keeps_the_fit_in_the_users_cache_not_the_mo
     assert built.returncode == 0, built.stderr[-2000:]
     refit = run_with_input("nplm_tf.query", text, f"--model_dir={model_dir}", f"--ngram_dir={bigram}")
     assert "note: fitted the mixture with" in refit.stderr.decode()
+
+
+def test_neighbors_says_which_projector_files_it_writes_over(trained, tmp_path):
+    model_dir = str(shutil.copytree(trained["model"], tmp_path / "model"))
+    result = helpers.run_binary("nplm_tf.neighbors", f"--model_dir={model_dir}", "--projector")
+    assert result.returncode == 0, result.stderr[-2000:]
+    directory = os.path.join(model_dir, "logs", "projector")
+    assert f"wrote {directory} (over the files training wrote there" in result.stdout
