@@ -2,6 +2,7 @@
 lines, and the two paths' agreement.
 
     NLTK_DATA=../shared/nltk_data python -m benchmarks.inference --model_dir=runs/mlp9 [--rounds=3]
+    NLTK_DATA=../shared/nltk_data python -m benchmarks.inference --model_dir=runs/mlp9 --ngram_dir=runs/kn5
 
 Each round runs, alternated, `echo "the jury said" | query` with the default path (NumPy, float32) and with
 `--precision=PRECISION` (TensorFlow, the run's own precision by default), then `rescore` of --nbest_lines
@@ -10,6 +11,10 @@ by its wall clock and its peak RSS (`getrusage` of the child). Then the per-toke
 sentences by both paths in float32, and by NumPy in float64: how far apart the two are, and each from the
 float64 computation. Prints one JSON object. Targets (issue 74): query ≤ 1 s
 and ≤ 250 MB; rescore no slower than TensorFlow's.
+
+With --ngram_dir, each round also times the mixed query of a model directory that keeps no fit: first with
+an empty fit cache (`nplm_tf.tools.fit_cache`: the fit on valid is paid, and said), then again (the fit read
+back), and the n-gram queried alone. Target (issue 94): the mixed query ≤ 2 s once the fit is kept.
 """
 
 from __future__ import annotations
@@ -27,6 +32,7 @@ from pipelines import app
 from pipelines.errors import UserError
 
 MODEL_DIR = app.define_path("model_dir", None, "A directory written by nplm_tf.train.", required=True)
+NGRAM_DIR = app.define_path("ngram_dir", None, "Also time the mixed query with this n-gram, and it alone.")
 ROUNDS = flags.DEFINE_integer("rounds", 3, "Alternated rounds of each measurement.")
 NBEST_LINES = flags.DEFINE_integer("nbest_lines", 10_000, "Hypotheses rescored per run.")
 PRECISION = flags.DEFINE_enum(
@@ -34,11 +40,17 @@ PRECISION = flags.DEFINE_enum(
 )
 
 
-def timed(args: list[str], stdin: str) -> tuple[float, float]:
-    """(wall seconds, peak RSS in MB) of `python -m ARGS < STDIN` in a fresh process."""
+def timed(args: list[str], stdin: str, env: dict | None = None) -> tuple[float, float]:
+    """(wall seconds, peak RSS in MB) of `python -m ARGS < STDIN` in a fresh process (`env`: added to ours)."""
     with open(stdin, "rb") as source:
         start = time.perf_counter()
-        child = subprocess.Popen([sys.executable, "-m", *args], stdin=source, stdout=subprocess.DEVNULL)
+        child = subprocess.Popen(
+            [sys.executable, "-m", *args],
+            stdin=source,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            env={**os.environ, **(env or {})},
+        )
         _, status, usage = os.wait4(child.pid, 0)
         seconds = time.perf_counter() - start
     if status != 0:
@@ -52,6 +64,8 @@ def check() -> None:
     if ROUNDS.value < 1 or NBEST_LINES.value < 1:
         raise UserError(f"rounds={ROUNDS.value} and nbest_lines={NBEST_LINES.value} must be at least 1.")
     run_dir.check_trained(MODEL_DIR.value)
+    if NGRAM_DIR.value:
+        run_dir.check_kind(NGRAM_DIR.value, "ngram_dir", "ngram")
 
 
 def main(argv, checked):
@@ -84,6 +98,12 @@ def main(argv, checked):
             runs["rescore_tensorflow"].append(
                 timed(["nplm_tf.rescore", model, "--nomixture", f"--precision={precision}"], nbest)
             )
+            if NGRAM_DIR.value:
+                ngram = f"--ngram_dir={NGRAM_DIR.value}"
+                cache = {"NPLM_TF_CACHE": tempfile.mkdtemp(dir=scratch)}  # empty: this round pays the fit
+                for name in ("query_mixture_fit", "query_mixture_kept"):
+                    runs.setdefault(name, []).append(timed(["nplm_tf.query", model, ngram], one, cache))
+                runs.setdefault("query_ngram_alone", []).append(timed(["nplm_tf.query", ngram], one))
     sample = sentences[:2000]
     numpy_scorer = lines_lib.LineScorer(MODEL_DIR.value)
     ours = np.concatenate([s.log10 for s in numpy_scorer.score(sample)])
