@@ -10,10 +10,10 @@ the model directory holds a fitted n-gram mixture (mixture.json, written by
 `nplm_tf.evaluate --ngram_dir`), the served probabilities are the mixture's.
 An existing version is never overwritten. `--ensemble=FIT` exports an ensemble (`nplm_tf.evaluate
 --model_dirs=… [--ngram_dir=…] --save_ensemble=FIT`) as one SavedModel with the same signatures: its
-networks, n-grams and fitted weights, so that `score` is `evaluate --model_dirs`'s. `--precision=float32` serves a
-model trained in mixed_bfloat16 in float32 (the same weights), which is faster
-on a CPU without bfloat16 instructions; its probabilities are then
-`nplm_tf.evaluate --precision=float32`'s.
+networks, n-grams and fitted weights, so that `score` is `evaluate --model_dirs`'s. The export computes in
+float32 whatever precision trained the model, as `evaluate` and the NumPy path do: one model, one number.
+`--precision=mixed_bfloat16` serves the same weights in bfloat16 instead (faster on a CPU with AMX); its
+probabilities are then `nplm_tf.evaluate --precision=mixed_bfloat16`'s.
 
 --format=nplm writes the network as one text file in the USC/ISI nplm toolkit's format, which its
 testNeuralNetwork and the Moses decoder's `NeuralLM` feature read (`inference/nplm_format.py`): a network with
@@ -99,6 +99,7 @@ def main(argv, checked):
         return
     app.import_tensorflow_quietly()
     from nplm_tf import hardware
+    from nplm_tf.network import loading
     from nplm_tf.serving import saved_model
 
     if ENSEMBLE.value:
@@ -106,7 +107,7 @@ def main(argv, checked):
         path = saved_model.export_ensemble(fit, weights, vocab, EXPORT_DIR.value, VERSION.value, PRECISION.value)
         print(json.dumps({"export": path, "signatures": list(saved_model.SIGNATURES)}))
         return
-    precision = PRECISION.value or run_dir.RunDir(MODEL_DIR.value).read_config().precision
+    precision = PRECISION.value or loading.SCORING_PRECISION
     notice = hardware.bfloat16_notice(
         precision, advice="--precision=float32 serves the same weights faster on it", training=False
     )

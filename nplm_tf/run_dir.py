@@ -266,7 +266,11 @@ def precision_flag(what: str):
     from absl import flags
 
     return flags.DEFINE_enum(
-        "precision", None, list(PRECISIONS), f"{what} in this precision instead of the run's (the same weights)."
+        "precision",
+        None,
+        list(PRECISIONS),
+        f"{what} in this precision instead of float32, which every path scores in whatever trained the model "
+        "(the same weights).",
     )
 
 

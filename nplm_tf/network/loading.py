@@ -16,19 +16,21 @@ from nplm_tf.config import Config, ConfigError
 from nplm_tf.network import heads
 from nplm_tf.run_dir import RunDir
 
+SCORING_PRECISION = "float32"  # every path that scores computes in it, whatever precision trained the model
+
 
 def load_trained(model_dir: str, precision: str | None = None):
     """The (config, vocabulary, best-by-validation Keras model) of a training run, its `head` with a short
     list's tail n-gram.
 
-    `precision`: compute in this one instead of the run's (`config.PRECISIONS`; the weights are float32 in
-    either, so the model is the same one, computed otherwise); the returned config says which."""
+    The model computes in float32 (`SCORING_PRECISION`), whatever precision trained it: bfloat16 is a training
+    choice, and every path that scores (evaluate, the SavedModel, NumPy) then gives one model one number.
+    `precision`: compute in this one instead (`config.PRECISIONS`; the weights are float32 in either, so the
+    model is the same one, computed otherwise); the returned config says which."""
     from nplm_tf.network import model as model_lib  # Keras and TensorFlow only when a model is loaded
 
     run = run_dir_lib.check_trained(model_dir)
-    config = run.read_config()
-    if precision is not None:
-        config = dataclasses.replace(config, precision=precision)  # checked as any config
+    config = dataclasses.replace(run.read_config(), precision=precision or SCORING_PRECISION)  # checked as any
     vocab = run.load_vocab()
     model = model_lib.build_model(config, vocab.size, heads.make(config, vocab.size, load_tail_ngram(run, config)))
     run.load_best_weights(model)

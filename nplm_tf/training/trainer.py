@@ -16,7 +16,7 @@ import tensorflow as tf
 
 from nplm_tf.config import STEPS_PER_EXECUTION, Config
 from nplm_tf.inference import embeddings
-from nplm_tf.network import heads, scoring
+from nplm_tf.network import heads, loading, scoring
 from nplm_tf.network import model as model_lib
 from nplm_tf.run_dir import RunDir, TrainingLock
 from nplm_tf.serving import saved_model
@@ -162,7 +162,9 @@ def finish_run(
     run.load_best_weights(model)
     mixed = write and run.read_mixture()  # fitted by evaluate --ngram_dir to the network as it was
     probs = {} if mixed else None
-    metrics = evaluate_all(model, data, corpus, config, probs)
+    # In float32 whatever the run trained in, as every other path scores (`loading.load_trained`).
+    scorer = model if config.precision == loading.SCORING_PRECISION else loading.load_trained(model_dir)[2]
+    metrics = evaluate_all(scorer, data, corpus, config, probs)
     metrics["epochs"] = list(run.read_history().values())
     metrics["train_seconds"] = sum(e["seconds"] for e in metrics["epochs"])
     metrics["best_epoch"] = min(metrics["epochs"], key=lambda e: e["valid_perplexity"])["epoch"]
