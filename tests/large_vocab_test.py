@@ -446,9 +446,19 @@ def test_sampled_training_lowers_the_exact_perplexity_and_scores_as_a_full_softm
     metrics = trainer.train_and_evaluate(config, str(tmp_path / "m"), corpus, verbose=0, export=False)
     assert metrics["valid_perplexity"] < 0.8 * before
     assert set(metrics["valid_log_normalizer"]) == {"mean", "std"}
+    from nplm_tf.inference.network import NumpyNetwork  # ln Z over valid's windows, by the NumPy path
+
+    network = NumpyNetwork.load(str(tmp_path / "m"))
+    lines = [data.vocab.ids(corpus_lib.tokenize(line)) for line in corpus["valid"].iter_lines()]
+    y = network.logits(network.hidden(network.windows([ids for ids in lines if ids])[0])).astype(np.float64)
+    ln_z = np.log(np.exp(y - y.max(axis=1, keepdims=True)).sum(axis=1)) + y.max(axis=1)
+    assert metrics["valid_log_normalizer"]["mean"] == pytest.approx(ln_z.mean(), abs=1e-4)
+    assert metrics["valid_log_normalizer"]["std"] == pytest.approx(ln_z.std(), abs=1e-4)
 
     _, vocab, sampled = loading.load_trained(str(tmp_path / "m"))
     full = model_lib.build_model(config.replace(loss="softmax"), vocab.size)  # U stored (h, |V|), not as rows
+    valid = scoring.score(sampled, eval_dataset(corpus["valid"], vocab, config)).perplexity
+    assert metrics["valid_perplexity"] == pytest.approx(valid, rel=1e-6)  # scored with ln Z in one pass
     rows, columns = sampled.get_layer("nplm"), full.get_layer("nplm")
     for name in ("C", "H", "d", "b"):
         getattr(columns, name).assign(getattr(rows, name))

@@ -101,16 +101,16 @@ def token_probabilities(model: keras.Model, dataset: tf.data.Dataset, progress: 
     return np.exp(-np.concatenate(parts)) if parts else np.zeros(0)
 
 
-def log_normalizer(model: keras.Model, dataset: tf.data.Dataset) -> dict[str, float]:
-    """Mean and standard deviation of ln Z(context) = ln Σ_w exp(y_w) over `dataset`'s windows.
+def nll_and_log_z_function(model: keras.Model) -> Callable:
+    """For a full softmax (the head that sampled objectives train): a batch's -ln P (as `nll_function`'s) and
+    ln Z(context) = ln Σ_w exp(y_w), both from one forward pass, so that ln Z's statistics cost no pass of
+    their own. Returns (nll, ln Z), each (batch,) float64."""
+    head, layer = model.head, model.get_layer("nplm")
 
-    A self-normalized model (the aim of NCE) has ln Z near 0 for every context, so its raw scores can stand in
-    for log-probabilities; evaluation here never relies on that and always normalizes.
-    """
+    @tf.function(autograph=False, reduce_retracing=True)
+    def batch_nll_and_log_z(context, target):
+        y = layer.output_logits(layer.hidden(context), 0, None)
+        nll = -head.log_prob(heads.Outputs(logits=y), context, target)
+        return nll, tf.cast(tf.reduce_logsumexp(tf.cast(y, tf.float32), axis=1), tf.float64)
 
-    @tf.function(autograph=False)
-    def batch_log_z(context):
-        return tf.cast(tf.reduce_logsumexp(model(context, training=False), axis=1), tf.float64)
-
-    values = np.concatenate([batch_log_z(context).numpy() for context, _ in dataset])
-    return {"mean": float(values.mean()), "std": float(values.std())}
+    return batch_nll_and_log_z

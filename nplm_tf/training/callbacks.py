@@ -171,7 +171,9 @@ class ValidationRecorder(keras.callbacks.Callback):
         check_finite(epoch, "train loss", float(logs.get("loss", 0.0)))
         curve = {"loss_curve": self.step_loss.curve} if self.step_loss is not None else {}
         with averaged_weights(self.model):  # --average: the average is validated and kept as the best
+            validating = time.perf_counter()
             valid = scoring.score(self.model, self.valid_dataset, self.unk_id, batch_nll=self._batch_nll)
+            validating = time.perf_counter() - validating
             check_finite(epoch, "valid perplexity", valid.perplexity)
             record_epoch(
                 self.run,
@@ -193,7 +195,9 @@ class ValidationRecorder(keras.callbacks.Callback):
             epochs = self.params.get("epochs") if self.params else None
             print(
                 f"epoch {epoch + 1}{f'/{epochs}' if epochs else ''}: train loss {logs.get('loss', float('nan')):.4f}, "
-                f"valid perplexity {valid.perplexity:.2f}, {seconds:,.0f} s, {self.train_tokens / seconds:,.0f} tokens/s",
+                f"valid perplexity {valid.perplexity:.2f}, {seconds:,.0f} s, {self.train_tokens / seconds:,.0f} tokens/s"
+                # the exact validation is not training's time; said where it is a share worth knowing
+                + (f" (then {validating:,.0f} s validating)" if validating >= max(1.0, 0.2 * seconds) else ""),
                 flush=True,
             )
 

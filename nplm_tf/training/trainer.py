@@ -7,8 +7,10 @@ optimizer state.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
+import time
 
 import keras
 import numpy as np
@@ -145,6 +147,20 @@ def _train_and_evaluate(
     return finish_run(model, data, corpus, config, model_dir, export=export)
 
 
+PHASE_SECONDS = 3.0  # a step after training that takes longer is said, with its time
+
+
+@contextlib.contextmanager
+def phase(what: str):
+    """Times a step of the run's end and, when it took `PHASE_SECONDS` or more, says so in one line (the time
+    between the last epoch and the results would otherwise go unexplained)."""
+    start = time.perf_counter()
+    yield
+    seconds = time.perf_counter() - start
+    if seconds >= PHASE_SECONDS:
+        print(f"{what}: {seconds:.0f} s", flush=True)
+
+
 def finish_run(
     model: keras.Model,
     data: Data,
@@ -162,16 +178,18 @@ def finish_run(
     run.load_best_weights(model)
     mixed = write and run.read_mixture()  # fitted by evaluate --ngram_dir to the network as it was
     probs = {} if mixed else None
-    # In float32 whatever the run trained in, as every other path scores (`loading.load_trained`).
-    scorer = model if config.precision == loading.SCORING_PRECISION else loading.load_trained(model_dir)[2]
-    metrics = evaluate_all(scorer, data, corpus, config, probs)
+    with phase("exact valid and test perplexity" + (" and ln Z" if heads.sampled(config) else "")):
+        # In float32 whatever the run trained in, as every other path scores (`loading.load_trained`).
+        scorer = model if config.precision == loading.SCORING_PRECISION else loading.load_trained(model_dir)[2]
+        metrics = evaluate_all(scorer, data, corpus, config, probs)
     metrics["epochs"] = list(run.read_history().values())
     metrics["train_seconds"] = sum(e["seconds"] for e in metrics["epochs"])
     metrics["best_epoch"] = min(metrics["epochs"], key=lambda e: e["valid_perplexity"])["epoch"]
     metrics.update(extra or {})
     if write:
-        files.replace_atomically(run.keras_file, model.save)
-        embeddings.write_projector(run, data.vocab, embeddings.features(model))  # TensorBoard's Projector tab
+        with phase("model.keras and the Projector's files"):
+            files.replace_atomically(run.keras_file, model.save)
+            embeddings.write_projector(run, data.vocab, embeddings.features(model))  # TensorBoard's Projector tab
         refitted = refit_mixture(mixed["ngram_dir"], probs, data.vocab, corpus, model_dir) if mixed else None
         if refitted:
             metrics["mixture"] = refitted[0]
@@ -180,7 +198,8 @@ def finish_run(
             # removed or rebuilt on another vocabulary) is left out, not an error: said once, by the refit.
             mixture = None if not mixed or refitted else False
             ngram = refitted[1] if refitted else None  # not read and checked again
-            metrics["export"] = saved_model.export(model_dir, mixture=mixture, ngram=ngram)
+            with phase("the SavedModel"):
+                metrics["export"] = saved_model.export(model_dir, mixture=mixture, ngram=ngram)
         run.write_metrics(metrics)
     return metrics
 
@@ -219,12 +238,21 @@ def evaluate_all(
 ) -> dict:
     """Exact valid and test perplexity (and more) of `model`; `probs`: filled with each split's P per token."""
     batch_nll = scoring.nll_function(model)
-    scores = {}
+    scores, log_z = {}, []
+    if heads.sampled(config):  # how far a sampled objective left the model from normalizing itself: ln Z on valid
+        fused = scoring.nll_and_log_z_function(model)
+
+        def valid_nll(context, target):
+            nll, z = fused(context, target)
+            log_z.append(z.numpy())
+            return nll
+
     for name in ("valid", "test"):
         parts = []
         on_batch = (lambda targets, nll, parts=parts: parts.append(nll)) if probs is not None else None
+        function = valid_nll if heads.sampled(config) and name == "valid" else batch_nll
         scores[name] = scoring.score(
-            model, data.dataset(corpus, name, config), data.vocab.unk_id, on_batch=on_batch, batch_nll=batch_nll
+            model, data.dataset(corpus, name, config), data.vocab.unk_id, on_batch=on_batch, batch_nll=function
         )
         if probs is not None:
             probs[name] = np.exp(-np.concatenate(parts))
@@ -237,6 +265,7 @@ def evaluate_all(
         "oov_rate": {name: s.oov_rate for name, s in scores.items()},
         "config": config.to_dict(),
     }
-    if heads.sampled(config):  # how far a sampled objective left the model from normalizing itself
-        metrics["valid_log_normalizer"] = scoring.log_normalizer(model, data.dataset(corpus, "valid", config))
+    if log_z:
+        values = np.concatenate(log_z)
+        metrics["valid_log_normalizer"] = {"mean": float(values.mean()), "std": float(values.std())}
     return metrics
