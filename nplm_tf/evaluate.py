@@ -23,8 +23,9 @@ ours; its --per_token file compares with ours by `nplm_tf.compare`.
 --model_dirs mixes several networks (any heads and shapes, one vocabulary) and the n-grams of --ngram_dir
 (comma-separated) linearly, weights uniform, by EM on valid, and per context frequency (`tools/ensemble.py`),
 in NumPy; --per_token writes the ensemble's, and --save_ensemble=FILE keeps the fit. --cache=0.999 adds a
-cache of the text so far (`baselines/cache.py`: a unigram model of each line's words so far, SRILM's `-cache`)
-as one more member; it helps where a line is a document (a Brown text), and no served model keeps it.
+cache of the text so far (`baselines/cache.py`: a unigram model of the document's words so far, SRILM's
+`-cache`) as one more member: a document is a Brown text, or the lines of a file between blank lines; a text
+with no blank line gets the last --cache_window words, across lines. No served model keeps it.
 """
 
 import contextlib
@@ -47,8 +48,12 @@ SAVE_ENSEMBLE = app.define_path("save_ensemble", None, "With --model_dirs: keep 
 CACHE = flags.DEFINE_list(
     "cache",
     [],
-    "With --model_dirs: also mix in a cache of the words of the line so far, one for each decay given "
-    "(comma-separated, each in (0, 1]; 1: no decay), e.g. 0.999.",
+    "With --model_dirs: also mix in a cache of the words of the document so far, one for each decay given "
+    "(comma-separated, each in (0, 1]; 1: no decay), e.g. 0.999. A document: a Brown text, or the lines between "
+    "blank lines of a file (or a file); a text with no blank line gets the last --cache_window words.",
+)
+CACHE_WINDOW = flags.DEFINE_integer(
+    "cache_window", 500, "With --cache, where the text marks no documents: the words the cache keeps, across lines."
 )
 NPLM_MODEL = app.define_path(
     "nplm_model", None, "Instead of --model_dir: a model file of the nplm toolkit (num_hidden 0, tanh) to score."
@@ -169,6 +174,8 @@ def check_ensemble():
         if not os.path.isdir(directory):
             raise UserError(f"--ngram_dir: {directory} is not a directory; give n-gram directories of nplm_tf.ngram.")
         run_dir.refuse_other_kind(directory, "ngram_dir", "ngram")
+    if CACHE_WINDOW.value < 1:
+        raise UserError(f"--cache_window={CACHE_WINDOW.value} must be at least 1.")
     try:
         decays = cache.check_decays(CACHE.value)
     except ValueError as e:
@@ -195,7 +202,7 @@ def evaluate_ensemble(corpus, split, model_dirs, ngram_dirs, decays) -> None:
     from nplm_tf.tools import ensemble
     from pipelines import per_token
 
-    members = ensemble.Members.load(model_dirs, ngram_dirs, decays)
+    members = ensemble.Members.load(model_dirs, ngram_dirs, decays, CACHE_WINDOW.value)
     report, probs, ids = ensemble.fit_and_score(members, corpus["valid"], split)
     fit = report.pop("fit")
     if PER_TOKEN.value:

@@ -55,6 +55,26 @@ class Split:
         return len(self.lines) if self.lines is not None else len(self.files or ())
 
 
+def unit_documents(split: Split) -> list[int] | None:
+    """The document of each unit (non-blank line) of `split`, numbered from 0, or None where the text marks no
+    documents: a blank line between lines, or a new file, starts one; Brown's lines are its texts, each a
+    document. A cache of the text so far (`nplm_tf.baselines.cache`) reads it."""
+    if split.lines is not None:
+        return list(range(sum(1 for line in split.lines if tokenize(line))))
+    documents, document, marked = [], -1, False
+    for path in split.files or ():
+        fresh = True  # a file starts a document
+        for line in _read_utf8_lines(path):
+            if not tokenize(line):
+                fresh = True
+                continue
+            if fresh:
+                marked = marked or document >= 0  # a second document: the text marks them
+                document, fresh = document + 1, False
+            documents.append(document)
+    return documents if marked else None
+
+
 @dataclasses.dataclass(frozen=True)
 class Corpus:
     name: str

@@ -45,3 +45,55 @@ def test_the_cache_sums_to_one_over_the_vocabulary_at_every_position():
 def test_a_decay_outside_zero_to_one_is_refused(bad):
     with pytest.raises(ValueError, match="must be a number in"):
         cache.check_decays([0.9, bad])
+
+
+def reference_stream(lines: list[list[int]], documents, decay: float, window: int | None) -> list[float]:
+    """The formula along the text: each token's history is the words (never `</s>`) before it in its document,
+    or, where `documents` is None, the last `window` words of the whole text."""
+    out, history, previous = [], [], None
+    for line, document in zip(lines, documents if documents is not None else [0] * len(lines)):
+        if document != previous:
+            history, previous = [], document
+        for word in [*line, EOS]:
+            kept = history[-window:] if window else history
+            ages = [decay ** (len(kept) - 1 - i) for i in range(len(kept))]
+            out.append((sum(a for a, w in zip(ages, kept) if w == word) + 1 / V) / (sum(ages) + 1))
+            if word != EOS:
+                history.append(word)
+    return out
+
+
+@pytest.mark.parametrize("decay", [1.0, 0.9, 0.5])
+def test_a_document_of_several_lines_is_cached_across_them(decay):
+    rng = np.random.default_rng(1)
+    lines = [rng.integers(1, V, size=n).tolist() for n in (3, 5, 1, 300, 4, 2)]  # 300 words at 0.5: rescaled
+    documents = [0, 0, 0, 1, 1, 2]
+    arrays = TokenArrays.from_lines(lines, BOS, EOS)
+    probs = cache.UnigramCache(decay, V).text_probabilities(arrays, documents)
+    np.testing.assert_allclose(probs, reference_stream(lines, documents, decay, None), rtol=1e-9, atol=1e-300)
+    # each line its own document: the line so far, as the vectorized path computes it
+    alone = cache.UnigramCache(decay, V).text_probabilities(arrays, list(range(len(lines))))
+    np.testing.assert_allclose(alone, reference_stream(lines, range(len(lines)), decay, None), rtol=1e-9)
+
+
+@pytest.mark.parametrize("decay,window", [(1.0, 4), (0.9, 7), (0.5, 3)])
+def test_a_text_without_documents_keeps_the_last_words_across_lines(decay, window):
+    rng = np.random.default_rng(2)
+    lines = [rng.integers(1, V, size=n).tolist() for n in (2, 6, 1, 5, 250, 3)]
+    probs = cache.UnigramCache(decay, V, window).text_probabilities(TokenArrays.from_lines(lines, BOS, EOS), None)
+    np.testing.assert_allclose(probs, reference_stream(lines, None, decay, window), rtol=1e-9, atol=1e-300)
+    with pytest.raises(ValueError, match="window must be at least 1"):
+        cache.UnigramCache(decay, V, 0)
+
+
+def test_documents_are_what_the_text_marks(tmp_path):
+    from pipelines import corpus
+
+    marked = tmp_path / "marked.txt"
+    marked.write_text("a b\nc\n\n\nd e\n  \nf\n\n", encoding="utf-8")
+    plain = tmp_path / "plain.txt"
+    plain.write_text("a b\nc\nd\n\n", encoding="utf-8")  # a blank line at the end marks nothing
+    assert corpus.unit_documents(corpus.Split("t", files=(str(marked),))) == [0, 0, 1, 2]
+    assert corpus.unit_documents(corpus.Split("t", files=(str(plain),))) is None
+    assert corpus.unit_documents(corpus.Split("t", files=(str(plain), str(marked)))) == [0, 0, 0, 1, 1, 2, 3]
+    assert corpus.unit_documents(corpus.Split("t", lines=("a b", "c", "d"))) == [0, 1, 2]  # Brown: texts

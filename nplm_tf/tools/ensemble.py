@@ -71,12 +71,13 @@ class Members:
         return vocab
 
     @classmethod
-    def load(cls, model_dirs: list[str], ngram_dirs: list[str], cache_decays=()) -> Members:
-        """The members; `cache_decays`: one cache of the text so far for each decay."""
+    def load(cls, model_dirs: list[str], ngram_dirs: list[str], cache_decays=(), cache_window=cache_lib.WINDOW):
+        """The members; `cache_decays`: one cache of the text so far for each decay (`cache_window`: its words
+        where the text marks no documents)."""
         vocab = cls.check(model_dirs, ngram_dirs)
         networks = [NumpyNetwork.load(d) for d in model_dirs]
         ngrams = [ngram_lib.load(d) for d in ngram_dirs]
-        caches = [cache_lib.UnigramCache(d, vocab.size) for d in cache_decays]
+        caches = [cache_lib.UnigramCache(d, vocab.size, cache_window) for d in cache_decays]
         return cls(vocab, list(model_dirs), list(ngram_dirs), networks, ngrams, caches)
 
     def score(self, split: corpus_lib.Split) -> tuple[np.ndarray, np.ndarray | None, list[int]]:
@@ -85,7 +86,10 @@ class Members:
         lines = ngram_lib.id_lines(split, self.vocab)
         rows = [np.exp(network.line_log_probs(lines)) for network in self.networks]
         arrays = TokenArrays.from_lines(lines, self.vocab.bos_id, self.vocab.eos_id)
-        rows += [model.token_probabilities(arrays) for model in self.ngrams + self.caches]
+        rows += [model.token_probabilities(arrays) for model in self.ngrams]
+        if self.caches:  # each sees its document so far, or the last words where the text marks no documents
+            documents = corpus_lib.unit_documents(split)
+            rows += [cache.text_probabilities(arrays, documents) for cache in self.caches]
         buckets = None
         if self.ngrams:
             buckets = mixture.frequency_buckets(self.ngrams[0].context_counts(arrays), NUM_BUCKETS)
