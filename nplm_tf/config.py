@@ -84,6 +84,9 @@ class Config:
     tail_ngram_prune: str = ""
     loss: str = "softmax"  # "softmax" (exact), "sampled_softmax" or "nce": training only; evaluation is exact
     num_sampled: int = 100  # noise words per batch for sampled_softmax / nce
+    # α: the full softmax's training loss adds α·(ln Z)² per example, so that y_w itself comes near ln P
+    # (self-normalization, Devlin et al. 2014; they used 0.1); 0: off. Scoring always normalizes.
+    self_normalize: float = 0.0
 
     def __post_init__(self) -> None:
         for field in dataclasses.fields(self):  # a --config_json may hold any JSON value
@@ -157,6 +160,13 @@ class Config:
             "trains the full vocabulary; use it with shortlist=0",
         )
         _check(self.num_sampled > 0, "num_sampled", self.num_sampled, "must be positive")
+        _check(self.self_normalize >= 0, "self_normalize", self.self_normalize, "must be >= 0 (0: off)")
+        _check(
+            self.self_normalize == 0 or (self.shortlist == 0 and self.loss == "softmax"),
+            "self_normalize",
+            self.self_normalize,
+            "needs the full softmax trained exactly (shortlist=0, loss=softmax); NCE self-normalizes by itself",
+        )
         _check(
             self.loss == "softmax" or not self.jit_compile,
             "jit_compile",

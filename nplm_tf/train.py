@@ -132,6 +132,12 @@ flags.DEFINE_enum(
     "NCE against --num_sampled noise words per batch (unigram^0.75); evaluation is always exact.",
 )
 flags.DEFINE_integer("num_sampled", _D.num_sampled, "Noise words per batch for --loss=sampled_softmax or nce.")
+flags.DEFINE_float(
+    "self_normalize",
+    _D.self_normalize,
+    "α: train the full softmax on -ln P + α·(ln Z)², so that its raw outputs are near log-probabilities "
+    "(Devlin et al. 2014 used 0.1; raw scoring, Moses's NeuralLM); 0: off. Evaluation is always exact.",
+)
 
 FLAGS = flags.FLAGS
 

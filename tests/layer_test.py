@@ -216,3 +216,29 @@ def test_the_softmax_loss_of_the_terms_equals_the_loss_of_the_logits(dtype, rows
     for w, fused, reference in zip(layer.weights, grads, grads_ref):
         rounded = w.name == "b" and dtype == "mixed_bfloat16"
         np.testing.assert_allclose(fused, reference, rtol=2e-2 if rounded else 1e-5, atol=1e-6, err_msg=w.name)
+
+
+@pytest.mark.parametrize("rows", [False, True])
+def test_the_self_normalized_loss_and_its_gradient_are_the_formulas(rows):
+    """`output_softmax_nll` with α: −ln P + α·(ln Z)² per example, and the gradient autodiff gives that formula
+    (weights, parts and b), for weights stored as columns or as rows."""
+    from nplm_tf.network.heads import ops
+
+    rng = np.random.default_rng(4)
+    alpha, batch, inputs, outputs = 0.3, 5, 4, 9
+    part = tf.constant(rng.normal(size=(batch, inputs)), tf.float32)
+    weight = tf.constant(rng.normal(size=(outputs, inputs) if rows else (inputs, outputs)), tf.float32)
+    bias = tf.constant(rng.normal(size=outputs), tf.float32)
+    targets = tf.constant(rng.integers(0, outputs, size=batch))
+    with tf.GradientTape(persistent=True) as tape:
+        tape.watch([part, weight, bias])
+        got = ops.output_softmax_nll(targets, [part], [weight], bias, rows, alpha)
+        y = tf.matmul(part, weight, transpose_b=rows) + bias
+        log_z = tf.reduce_logsumexp(y, axis=1)
+        expected = log_z - tf.gather(y, targets, batch_dims=1) + alpha * tf.square(log_z)
+        got_total, expected_total = tf.reduce_sum(got), tf.reduce_sum(expected)
+    np.testing.assert_allclose(got.numpy(), expected.numpy(), rtol=1e-5)
+    for variable in (part, weight, bias):
+        np.testing.assert_allclose(
+            tape.gradient(got_total, variable).numpy(), tape.gradient(expected_total, variable).numpy(), atol=1e-4
+        )

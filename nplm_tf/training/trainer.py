@@ -178,7 +178,7 @@ def finish_run(
     run.load_best_weights(model)
     mixed = write and run.read_mixture()  # fitted by evaluate --ngram_dir to the network as it was
     probs = {} if mixed else None
-    with phase("exact valid and test perplexity" + (" and ln Z" if heads.sampled(config) else "")):
+    with phase("exact valid and test perplexity" + ("" if config.shortlist else " and ln Z")):
         # In float32 whatever the run trained in, as every other path scores (`loading.load_trained`).
         scorer = model if config.precision == loading.SCORING_PRECISION else loading.load_trained(model_dir)[2]
         metrics = evaluate_all(scorer, data, corpus, config, probs)
@@ -239,7 +239,8 @@ def evaluate_all(
     """Exact valid and test perplexity (and more) of `model`; `probs`: filled with each split's P per token."""
     batch_nll = scoring.nll_function(model)
     scores, log_z = {}, []
-    if heads.sampled(config):  # how far a sampled objective left the model from normalizing itself: ln Z on valid
+    full_softmax = not config.shortlist  # how near its raw outputs are to ln P: ln Z on valid, in the same pass
+    if full_softmax:
         fused = scoring.nll_and_log_z_function(model)
 
         def valid_nll(context, target):
@@ -250,7 +251,7 @@ def evaluate_all(
     for name in ("valid", "test"):
         parts = []
         on_batch = (lambda targets, nll, parts=parts: parts.append(nll)) if probs is not None else None
-        function = valid_nll if heads.sampled(config) and name == "valid" else batch_nll
+        function = valid_nll if full_softmax and name == "valid" else batch_nll
         scores[name] = scoring.score(
             model, data.dataset(corpus, name, config), data.vocab.unk_id, on_batch=on_batch, batch_nll=function
         )

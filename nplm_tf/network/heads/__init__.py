@@ -47,7 +47,7 @@ def named(name: str, list_size: int, vocab_size: int, ngram=None) -> Head:
 def make(config, vocab_size: int, ngram=None) -> Head:
     """The head of `config` over |V| = `vocab_size` words; `ngram`: the Kneser-Ney model of an n-gram tail
     (`needs_ngram`), needed to score with it, not to train."""
-    return named(name_of(config), config.shortlist, vocab_size, ngram)
+    return head_class(name_of(config))(config.shortlist, vocab_size, ngram, config.self_normalize)
 
 
 def needs_ngram(config) -> bool:

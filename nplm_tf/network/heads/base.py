@@ -74,8 +74,9 @@ class Head:
     ranks_densely = True  # `top_k` holds a (batch, |V|) tensor (the server ranks such heads in chunks)
     block_bounds_after_list = False  # the server holds the output weights in two column blocks: 0..N, N+1..
 
-    def __init__(self, list_size: int, vocab_size: int, ngram=None):
+    def __init__(self, list_size: int, vocab_size: int, ngram=None, self_normalize: float = 0.0):
         self.list_size, self.vocab_size, self.ngram = int(list_size), int(vocab_size), ngram
+        self.self_normalize = float(self_normalize)  # α of training's α·(ln Z)² (the full softmax's: `ops`)
 
     # ------------------------------------------------------------- shape and training --
 

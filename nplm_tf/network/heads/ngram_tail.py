@@ -29,8 +29,8 @@ class NgramTail(base.Head):
     lazy_updates = True
     tail_output = True  # output N is "the word is in the tail"
 
-    def __init__(self, list_size: int, vocab_size: int, ngram=None):
-        super().__init__(list_size, vocab_size, ngram)
+    def __init__(self, list_size: int, vocab_size: int, ngram=None, self_normalize: float = 0.0):
+        super().__init__(list_size, vocab_size, ngram, self_normalize)
         self._tables = None
         self._masses = None
 

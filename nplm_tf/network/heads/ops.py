@@ -14,9 +14,12 @@ def biased_logits(y, bias):
 
 
 @tf.function(jit_compile=True, autograph=False)
-def _xent_gradient(probabilities, targets, upstream, dtype=tf.float32):
-    # d(-ln p_t)/dz = p - onehot(t), scaled by the upstream gradient, in `dtype`: one XLA pass.
+def _xent_gradient(probabilities, targets, upstream, dtype=tf.float32, scale=None):
+    # d(-ln p_t)/dz = p - onehot(t), scaled by the upstream gradient, in `dtype`: one XLA pass. `scale` (batch,):
+    # p's factor per row, 1 + 2α·ln Z under self-normalization (d(α·(ln Z)²)/dz = 2α·ln Z·p).
     onehot = tf.one_hot(targets, tf.shape(probabilities)[1], dtype=probabilities.dtype)
+    if scale is not None:
+        probabilities = probabilities * scale[:, None]
     return tf.cast((probabilities - onehot) * upstream[:, None], dtype)
 
 
@@ -50,7 +53,7 @@ def token_nll(targets, logits):
     return _softmax_nll(tf.cast(tf.reshape(targets, [-1]), tf.int32), tf.cast(logits, tf.float32))  # (batch,)
 
 
-def output_softmax_nll(targets, parts, weights, bias, rows: bool = False):
+def output_softmax_nll(targets, parts, weights, bias, rows: bool = False, self_normalize: float = 0.0):
     """−ln P(target | context) per example (batch,) of the logits y = b + Σ part·weight (`NPLMLayer.
     training_output`: parts (batch, inputs) and weights (inputs, outputs), or (outputs, inputs) with `rows`, in
     the compute dtype; b (outputs,) float32): a softmax head's training loss, `token_nll` of those logits.
@@ -60,6 +63,9 @@ def output_softmax_nll(targets, parts, weights, bias, rows: bool = False):
     dtype, and b's, Σ over the batch of y's, is one more row of the first weight's gradient matmul (that part
     with a column of ones; `benchmarks.throughput` measures the step). So b's gradient has the precision of
     the weights' (bfloat16 under a mixed policy).
+
+    `self_normalize` α > 0 adds α·(ln Z)² to each example's loss (ln Z = y_t + (−ln P), no pass of its own), and
+    its gradient to the same pass.
     """
     targets = tf.cast(tf.reshape(targets, [-1]), tf.int32)
     count = len(parts)
@@ -70,9 +76,12 @@ def output_softmax_nll(targets, parts, weights, bias, rows: bool = False):
         y = tf.add_n([tf.matmul(p, w, transpose_b=rows) for p, w in zip(parts, weights, strict=True)])
         logits = biased_logits(y, bias)
         probabilities = tf.nn.softmax(logits)
+        nll = _nll(probabilities, logits, targets)
+        log_z = tf.gather(logits, targets, axis=1, batch_dims=1) + nll if self_normalize else None
 
         def gradient(upstream):
-            d_y = _xent_gradient(probabilities, targets, upstream, y.dtype)
+            scale = 1.0 + (2.0 * self_normalize) * log_z if self_normalize else None
+            d_y = _xent_gradient(probabilities, targets, upstream, y.dtype, scale)
             first = tf.concat([parts[0], tf.ones([tf.shape(parts[0])[0], 1], parts[0].dtype)], axis=1)
             if rows:  # (outputs, inputs + 1): [dW | db]
                 folded = tf.matmul(d_y, first, transpose_a=True)
@@ -86,17 +95,17 @@ def output_softmax_nll(targets, parts, weights, bias, rows: bool = False):
             d_parts = [tf.matmul(d_y, w, transpose_b=not rows) for w in weights]
             return None, tf.cast(d_bias, tf.float32), *d_parts, *d_weights
 
-        return _nll(probabilities, logits, targets), gradient
+        return (nll + self_normalize * tf.square(log_z) if self_normalize else nll), gradient
 
     return forward(targets, bias, *parts, *weights)
 
 
-def softmax_training_losses(layer, context, outputs, weight=None):
+def softmax_training_losses(layer, context, outputs, weight=None, self_normalize: float = 0.0):
     """(−ln P per example (batch,), R(θ)) of a head trained by a softmax over its outputs, example i's output
     outputs[i] (weight[i] its weight in the loss; default 1): `output_softmax_nll` of the layer's
-    `training_output`."""
+    `training_output` (`self_normalize`: its α)."""
     parts, weights, bias, regularization = layer.training_output(context)
-    nll = output_softmax_nll(outputs, parts, weights, bias, layer.output_rows)
+    nll = output_softmax_nll(outputs, parts, weights, bias, layer.output_rows, self_normalize)
     return (nll if weight is None else nll * weight), regularization
 
 

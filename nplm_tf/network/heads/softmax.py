@@ -30,7 +30,7 @@ class FullSoftmax(base.Head):
         """The loss with b added inside the softmax's gradient pass (`ops.softmax_training_losses`), and R(θ)."""
         from nplm_tf.network.heads import ops
 
-        return ops.softmax_training_losses(layer, context, target)
+        return ops.softmax_training_losses(layer, context, target, self_normalize=self.self_normalize)
 
     def log_prob(self, outputs, context, target):
         outputs = base.as_outputs(outputs)
