@@ -13,6 +13,10 @@ warm (right after, the cache full and dropping its least recent contexts: a deco
 memory of dropped distributions is reused instead of fresh memory being touched page by page). The contexts
 are Brown test sentences' prefixes. Prints one JSON object; targets (issue 76): ≥ 200,000 cached calls/s,
 ≥ 3,000 new contexts/s one at a time, ≥ 30,000/s in batches of 64.
+
+--raw adds `LanguageModel(MODEL_DIR, normalized=False)` (`nplm_raw`): the raw output y_w from the precomputed
+first layer, for a self-normalized model (`train --self_normalize`, `--loss=nce`), and prints the tables'
+memory. Target (issue 95): ≥ 200,000 new contexts/s one at a time, ≥ 30× the exact path's in the same run.
 """
 
 from __future__ import annotations
@@ -33,6 +37,7 @@ CONTEXTS = flags.DEFINE_integer("contexts", 2000, "New contexts per measurement.
 BATCH = flags.DEFINE_integer("batch", 64, "Contexts per batch.")
 BEAM = flags.DEFINE_integer("beam", 32, "Hypotheses in the beam of the cached measurement.")
 WORDS_PER_STATE = flags.DEFINE_integer("words_per_state", 100, "Words asked after each cached context.")
+RAW = flags.DEFINE_boolean("raw", False, "Also time raw scoring (normalized=False) of the model.")
 
 
 def check() -> None:
@@ -93,7 +98,13 @@ def main(argv, checked):
     vocab_words = [w for w in run.load_vocab().words[2:502]]
     if len(sentences) < 3:
         raise UserError(f"{MODEL_DIR.value}'s test split has {len(sentences)} sentences; the benchmark needs 3.")
-    models = {"nplm": (nplm_tf.LanguageModel(MODEL_DIR.value, mixture=False), nplm_tf.State)}
+
+    def ours(name: str, **kwargs):
+        return nplm_tf.LanguageModel(MODEL_DIR.value, mixture=False, normalized=name != "nplm_raw", **kwargs)
+
+    models = {"nplm": (ours("nplm"), nplm_tf.State)}
+    if RAW.value:
+        models["nplm_raw"] = (ours("nplm_raw"), nplm_tf.State)
     if ARPA.value:
         import kenlm
 
@@ -101,7 +112,7 @@ def main(argv, checked):
     figures = {name: {kind: [] for kind in ("cached", "new", "new_warm", "batched", "batched_warm")} for name in models}
     for _ in range(ROUNDS.value):
         for name, (model, state_class) in models.items():
-            fresh = nplm_tf.LanguageModel(MODEL_DIR.value, mixture=False, cache_size=4096) if name == "nplm" else model
+            fresh = ours(name, cache_size=4096) if name != "kenlm" else model
             beam = [s for s, _ in states_of(fresh, state_class, sentences, BEAM.value)]
             out = state_class()
             for state in beam:  # the beam's contexts computed once
@@ -115,15 +126,14 @@ def main(argv, checked):
 
             for kind, part, batch in (("new", 1, 1), ("batched", 2, BATCH.value)):
                 start_at = min(1000 * part, len(sentences) * part // 3)  # other sentences than the beam's
-                fresh = nplm_tf.LanguageModel(MODEL_DIR.value, mixture=False) if name == "nplm" else model
+                fresh = ours(name) if name != "kenlm" else model
                 pairs = states_of(fresh, state_class, sentences[start_at:], 2 * CONTEXTS.value)
-                if name == "nplm":
+                if name != "kenlm":
                     fresh._cache.clear()
                 half = len(pairs) // 2
-                figures[name][kind].append(new_contexts_per_second(fresh, pairs[:half], batch, name == "nplm"))
-                figures[name][kind + "_warm"].append(
-                    new_contexts_per_second(fresh, pairs[half:], batch, name == "nplm")
-                )
+                ours_ = name != "kenlm"
+                figures[name][kind].append(new_contexts_per_second(fresh, pairs[:half], batch, ours_))
+                figures[name][kind + "_warm"].append(new_contexts_per_second(fresh, pairs[half:], batch, ours_))
     result = {
         "model_dir": MODEL_DIR.value,
         "arpa": ARPA.value,
@@ -135,6 +145,10 @@ def main(argv, checked):
         },
         "unit": "BaseScore calls per second (new: new contexts per second)",
     }
+    if RAW.value:
+        network = models["nplm_raw"][0].network
+        result["raw_over_exact_new"] = round(result["nplm_raw"]["new"] / result["nplm"]["new"], 1)
+        result["premultiplied_bytes"] = network.premultiplied_bytes()
     print(json.dumps(result, indent=2))
 
 

@@ -119,9 +119,6 @@ def main(argv, checked):
     print(json.dumps({"export": path, "signatures": list(saved_model.SIGNATURES)}))
 
 
-WIDE_LN_Z = 0.5  # nats: a mean or spread of ln Z beyond this makes the raw scores Moses reads misleading
-
-
 def export_nplm() -> None:
     """The nplm model file, and how near the network is to self-normalized (what Moses assumes)."""
     import sys
@@ -135,7 +132,7 @@ def export_nplm() -> None:
         "(Moses's NeuralLM scores with the raw outputs, which are log-probabilities where ln Z = 0)",
         file=sys.stderr,
     )
-    if abs(stats["mean"]) > WIDE_LN_Z or stats["sd"] > WIDE_LN_Z:
+    if nplm_format.wide(stats):
         print(
             f"warning: ln Z is far from 0 here, so Moses's raw scores are off by about {stats['mean']:.2f} ± "
             f"{stats['sd']:.2f} nats a word; for Moses, export a self-normalized model (train --loss=nce).",

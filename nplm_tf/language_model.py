@@ -47,6 +47,7 @@ from pipelines.errors import UserError
 
 DEFAULT_CACHE = 1024  # contexts: |V| float64 each (14,118 words: 113 kB, so about 116 MB at most)
 NOTHING = -1  # a state's position before the sentence (or after a null context)
+RAW = "raw"  # a cache entry's marker: (hidden layer, RAW) of a network scored by its raw outputs
 _LOG10_E = 1 / math.log(10)
 
 
@@ -101,9 +102,20 @@ class LanguageModel:
       ngram_dir: mix the network with this n-gram instead (its weights: the saved fit for it, else fitted on
         the model's valid split in memory).
       cache_size: most context distributions kept (≥ 1).
+      normalized: False scores a network directory (a full softmax, no mixture) by its raw output y_w, as nplm
+        and Moses do: one dot product a word from the precomputed first layer (`NumpyNetwork.premultiplied`),
+        no normalization over |V|. For self-normalized networks (`train --self_normalize`, `--loss=nce`): one
+        whose ln Z on valid is wide is refused.
     """
 
-    def __init__(self, path: str, mixture: bool = True, ngram_dir: str | None = None, cache_size: int = DEFAULT_CACHE):
+    def __init__(
+        self,
+        path: str,
+        mixture: bool = True,
+        ngram_dir: str | None = None,
+        cache_size: int = DEFAULT_CACHE,
+        normalized: bool = True,
+    ):
         if not isinstance(path, (str, os.PathLike)):
             raise UserError(
                 f"LanguageModel needs a path (a model, n-gram or export directory), not {type(path).__name__}."
@@ -143,6 +155,9 @@ class LanguageModel:
                 f"{path} is no model: give a model directory (nplm_tf.train), an n-gram directory (nplm_tf.ngram) "
                 "or a SavedModel export."
             )
+        self._raw = not normalized
+        if self._raw:
+            self._check_raw(path, kind)
         self.vocab_size = self.vocab.size
         self.bos_id = self.vocab.size
         self._index = {w: i for i, w in enumerate(self.vocab.words) if i >= 2}  # "</s>" in a text is <unk>
@@ -171,6 +186,19 @@ class LanguageModel:
 
     def BaseScore(self, in_state: State, word: str, out_state: State) -> float:  # noqa: N802
         """log10 P(word | in_state); `out_state` becomes in_state followed by the word."""
+        if self._raw and in_state.__class__ is State and in_state.model is self and out_state.__class__ is State:
+            if word.__class__ is str:  # a decoder's call: the raw score's own short path
+                context = in_state.words
+                entry = self._cache.get(context)
+                if entry is None:
+                    entry = self._cache[context] = (self.network.raw_hidden(context), RAW)
+                    if len(self._cache) > self.cache_size:
+                        self._cache.popitem(last=False)
+                else:
+                    self._cache.move_to_end(context)
+                i = self._call_index.get(word, 1)
+                out_state.words, out_state.model = (context + (i,))[1:], self
+                return self.network.raw_output(entry[0], i) * _LOG10_E
         if in_state.__class__ is not State or in_state.model is not self:
             self._check_state(in_state)
         if out_state.__class__ is not State:
@@ -188,6 +216,8 @@ class LanguageModel:
         row, offset = entry[0], entry[1]
         if offset is None:
             return math.log10(row[i]) if row[i] > 0 else -math.inf
+        if offset.__class__ is str:  # RAW (compared by type: a pickled copy has its own string)
+            return self.network.raw_output(row, i) * _LOG10_E
         return (float(row[i]) - offset) * _LOG10_E
 
     def BaseFullScore(self, in_state: State, word: str, out_state: State) -> FullScoreReturn:  # noqa: N802
@@ -240,6 +270,8 @@ class LanguageModel:
         if offset is None:
             with np.errstate(divide="ignore"):
                 return np.log10(row)
+        if offset.__class__ is str:  # RAW (compared by type: a pickled copy has its own string)
+            return np.array([self.network.raw_output(row, w) for w in range(self.vocab_size)]) * _LOG10_E
         return (row.astype(np.float64) - offset) * _LOG10_E
 
     # ------------------------------------------------------------- internals --
@@ -255,12 +287,40 @@ class LanguageModel:
         out.words, out.model = (context + (i,))[1:] if self.order > 1 else (), self
         return FullScoreReturn(value, self._length(context, i), oov)
 
-    @staticmethod
-    def _value(entry, i: int) -> float:
+    def _value(self, entry, i: int) -> float:
         row, offset = entry[0], entry[1]
         if offset is None:
             return math.log10(row[i]) if row[i] > 0 else -math.inf
+        if offset.__class__ is str:  # RAW (compared by type: a pickled copy has its own string)
+            return self.network.raw_output(row, i) * _LOG10_E
         return (float(row[i]) - offset) * _LOG10_E
+
+    def _check_raw(self, path: str, kind: str) -> None:
+        """`normalized=False`'s conditions, each refused in one sentence: a network alone, a full softmax without
+        direct connections, and ln Z on valid near 0 (metrics.json's, else measured on 2,000 valid contexts)."""
+        from nplm_tf.inference import nplm_format
+
+        if kind != "model" or self.ngram is not None:
+            what = "a mixture" if kind == "model" else f"an {kind}" if kind == "ensemble" else f"a {kind} directory"
+            raise UserError(
+                f"normalized=False scores a network's raw outputs; {path} is {what}: give a network's model "
+                "directory (mixture=False for one that keeps a mixture)."
+            )
+        config = self.network.config
+        if config.shortlist or config.direct or not config.hidden_dim:
+            raise UserError(
+                f"normalized=False needs a full softmax with a hidden layer and no direct connections; {path} has "
+                f"shortlist={config.shortlist}, direct={config.direct}, hidden_dim={config.hidden_dim}."
+            )
+        stats = (run_dir.RunDir(path).read_metrics() or {}).get("valid_log_normalizer")
+        if stats is None:
+            stats = nplm_format.log_normalizer_stats(path)
+        if nplm_format.wide(stats):
+            spread = stats.get("std", stats.get("sd"))
+            raise UserError(
+                f"{path}'s raw outputs are not log-probabilities: ln Z on valid has mean {stats['mean']:.2f} and sd "
+                f"{spread:.2f}; train it with --self_normalize=0.1 (or --loss=nce), or score it normalized."
+            )
 
     def _check_state(self, state, fresh: bool = False) -> None:
         if not isinstance(state, State):
@@ -294,6 +354,9 @@ class LanguageModel:
         if self._members is not None:
             return [(row, None) for row in self._ensemble_distribution(contexts)]
         p = None
+        if self._raw:  # the hidden layer only: each word's raw score is one dot product with it
+            rows = self._network_rows(self.network, contexts)
+            return [(self.network.raw_hidden(row), RAW) for row in rows]
         if self.network is not None:
             rows = self._network_rows(self.network, contexts)
             unnormalized = self.network.unnormalized(rows) if self.ngram is None else None

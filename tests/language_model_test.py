@@ -31,9 +31,14 @@ def models(tmp_path_factory):
     out = {"root": root, "kn3": str(root / "kn3"), "kn2": str(root / "kn2")}
     ngram_lib.train_ngram(3, out["kn3"], corpus, min_count=1)
     ngram_lib.train_ngram(2, out["kn2"], corpus, min_count=1)
-    for name, changes in {"softmax": {"order": 4}, "class": {"shortlist": 8}}.items():
+    runs = {
+        "softmax": {"order": 4, "epochs": 1},
+        "class": {"shortlist": 8, "epochs": 1},
+        "selfnorm": {"order": 4, "epochs": 4, "self_normalize": 0.5},  # raw scoring's
+    }
+    for name, changes in runs.items():
         out[name] = str(root / name)
-        trainer.train_and_evaluate(helpers.tiny_config(epochs=1, **changes), out[name], corpus, verbose=0)
+        trainer.train_and_evaluate(helpers.tiny_config(**changes), out[name], corpus, verbose=0)
     # The class short list keeps a fitted mixture with the trigram, as evaluate --save_mixture keeps it.
     scorer = lines_lib.LineScorer(out["class"], out["kn3"], mode="mixture")
     report = {"fit": {"ngram_dir": out["kn3"], "context_frequency": scorer.weights.tolist(), "ngram_order": 3}}
@@ -180,3 +185,77 @@ def test_the_decoder_benchmark_times_every_kind_of_call_for_both_models(models, 
     kinds = ("cached", "new", "new_warm", "batched", "batched_warm")
     for name in ("nplm", "kenlm"):
         assert all(figures[name][kind] > 0 and len(figures[name][f"{kind}_rounds"]) == 2 for kind in kinds)
+    args[1] = models["selfnorm"]  # and raw scoring beside them
+    result = helpers.run_binary(
+        "benchmarks.language_model", *args, "--words_per_state=5", "--raw", env=helpers.without_tensorflow(tmp_path)
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+    figures = json.loads(result.stdout)
+    assert all(figures["nplm_raw"][kind] > 0 for kind in kinds) and figures["raw_over_exact_new"] > 0
+    assert figures["premultiplied_bytes"] == 3 * 21 * 16 * 4  # (n − 1)·(|V| + 1)·h float32
+
+
+def test_raw_scores_are_the_networks_outputs_from_the_precomputed_first_layer(models):
+    """normalized=False: each BaseScore is y_w·log10 e of the full forward pass, its hidden layer from the tables
+    Q_k = C·H_k equal to tanh(d + H·x) to float32 rounding."""
+    raw = nplm_tf.LanguageModel(models["selfnorm"], normalized=False)
+    network = raw.network
+    rng = np.random.default_rng(3)
+    rows = rng.integers(0, network.vocab_size + 1, size=(20, network.context_size))  # <s> (|V|) among them
+    hidden = network.hidden(rows)[0]
+    y = network.logits(network.hidden(rows))
+    for r, row in enumerate(rows):
+        from_tables = network.raw_hidden(tuple(row))
+        np.testing.assert_allclose(from_tables[:-1], hidden[r], rtol=1e-5, atol=1e-6)
+        for w in rng.integers(0, network.vocab_size, size=5):
+            assert network.raw_output(from_tables, int(w)) == pytest.approx(float(y[r, w]), abs=1e-5)
+    exact = nplm_tf.LanguageModel(models["selfnorm"])
+    for sentence in SENTENCES:
+        state, out = nplm_tf.State(), nplm_tf.State()
+        raw.BeginSentenceWrite(state)
+        ids = [raw._index.get(w, 1) for w in sentence.split()] + [0]
+        context = [network.bos_id] * network.context_size
+        for word, i in zip(sentence.split() + ["</s>"], ids):
+            expected = float(network.logits(network.hidden(np.array([context])))[0, i]) / np.log(10)
+            assert raw.BaseScore(state, word, out) == pytest.approx(expected, abs=1e-5)
+            state, out = out, state
+            context = context[1:] + [i]
+        # self-normalized: the raw score is near the exact one (ln Z near 0), not equal to it
+        difference = abs(raw.score(sentence) - exact.score(sentence)) / (len(sentence.split()) + 1)
+        assert difference < 0.5
+
+
+def test_raw_scoring_refuses_what_has_no_raw_log_probability_in_one_sentence(models):
+    cases = [
+        (models["softmax"], "raw outputs are not log-probabilities: ln Z on valid has mean"),
+        (models["kn3"], "normalized=False scores a network's raw outputs; " + models["kn3"] + " is a ngram directory"),
+        (models["class"], "is a mixture: give a network's model directory (mixture=False"),
+    ]
+    for path, message in cases:
+        with pytest.raises(UserError, match=None) as raised:
+            nplm_tf.LanguageModel(path, normalized=False)
+        assert message in str(raised.value) and str(raised.value).count(". ") == 0, str(raised.value)
+    with pytest.raises(UserError, match="needs a full softmax with a hidden layer and no direct connections"):
+        nplm_tf.LanguageModel(models["class"], mixture=False, normalized=False)
+
+
+def test_raw_scoring_from_two_threads_and_a_pickled_copy_gives_one_threads_scores(models):
+    import pickle
+    import threading
+
+    raw = nplm_tf.LanguageModel(models["selfnorm"], normalized=False, cache_size=4)
+    alone = [raw.score(s) for s in SENTENCES * 3]
+    raw._cache.clear()
+    results = [None, None]
+
+    def work(k):
+        results[k] = [raw.score(s) for s in SENTENCES * 3]
+
+    threads = [threading.Thread(target=work, args=(k,)) for k in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert results[0] == alone and results[1] == alone and len(raw._cache) <= 4
+    copied = pickle.loads(pickle.dumps(raw))
+    assert [copied.score(s) for s in SENTENCES * 3] == alone
