@@ -28,6 +28,8 @@ setup(
         # its own dependencies come from here, and it is installed with `pip install --no-deps pyctcdecode==0.5.0`.
         # kenlm: pyctcdecode's own KenLM language model, to compare the network with (it warns twice without it).
         "asr": ["kenlm==0.3.0", "pygtrie>=2.1,<3", "hypothesis>=6.14,<7", "jiwer>=3,<5"],
+        # flashlight-text's beam search decoders, torchaudio's ctc_decoder's (nplm_tf.tools.flashlight_lm)
+        "flashlight": ["flashlight-text==0.0.7"],
         "test": [
             "pytest==9.2.0",
             "pytest-xdist==3.8.0",
@@ -36,6 +38,7 @@ setup(
             "pygtrie>=2.1,<3",
             "hypothesis>=6.14,<7",
             "jiwer>=3,<5",
+            "flashlight-text==0.0.7",
         ],
     },
     entry_points={

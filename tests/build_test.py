@@ -18,6 +18,7 @@ from tests import helpers
 # Top-level import name -> the requirement it comes from (setup.py's names).
 REQUIREMENTS = {
     "absl": "absl-py",
+    "flashlight": "flashlight-text",
     "google": "protobuf",
     "h5py": "h5py",
     "jiwer": "jiwer",
