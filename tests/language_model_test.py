@@ -192,7 +192,7 @@ def test_the_decoder_benchmark_times_every_kind_of_call_for_both_models(models, 
     assert result.returncode == 0, result.stderr[-2000:]
     figures = json.loads(result.stdout)
     assert all(figures["nplm_raw"][kind] > 0 for kind in kinds) and figures["raw_over_exact_new"] > 0
-    assert figures["premultiplied_bytes"] == 3 * 21 * 16 * 4  # (n − 1)·(|V| + 1)·h float32
+    assert figures["premultiplied_bytes"] == 3 * 21 * 17 * 4  # (n − 1)·(|V| + 1)·(h + 1) float32
 
 
 def test_raw_scores_are_the_networks_outputs_from_the_precomputed_first_layer(models):

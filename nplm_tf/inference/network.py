@@ -118,31 +118,34 @@ class NumpyNetwork:
         """Q_k = C·H_k for each context position k (newest word first), (|V| + 1, h) float32 each: the first
         layer's product computed once for every word (nplm's `premultiply`; Devlin et al. 2014), so that
         H·x = Σ_k Q_k[w_k] and a new context's hidden layer costs (n − 1)·h additions and h tanh. They take
-        (n − 1)·(|V| + 1)·h·4 bytes (`premultiplied_bytes`), built on first use and kept."""
+        (n − 1)·(|V| + 1)·(h + 1)·4 bytes (`premultiplied_bytes`), built on first use and kept."""
         if self._tables is None:
             if self.H is None:
                 raise ConfigError("this network has no hidden layer to precompute (hidden_dim=0).")
-            m = self.config.feature_dim
-            self._tables = [
-                np.ascontiguousarray(self.C @ self.H[k * m : (k + 1) * m]) for k in range(self.context_size)
-            ]
+            m, h = self.config.feature_dim, self.H.shape[1]
+            tables = []
+            for k in range(self.context_size):  # one more column, 0: the raw hidden layer's bias unit (`_d_raw`)
+                table = np.zeros((self.C.shape[0], h + 1), np.float32)
+                table[:, :h] = self.C @ self.H[k * m : (k + 1) * m]
+                tables.append(table)
+            # d with a last entry whose tanh is 1.0 in float32 (tanh(20) = 1 − 8.5e-18): the bias unit of
+            # `raw_output`'s [U; b] rows, without a copy per context
+            self._d_raw = np.append(self.d, np.float32(20.0)).astype(np.float32)
+            self._tables = tables
         return self._tables
 
     def premultiplied_bytes(self) -> int:
-        return self.context_size * self.C.shape[0] * (self.H.shape[1] if self.H is not None else 0) * 4
+        return self.context_size * self.C.shape[0] * ((self.H.shape[1] + 1) if self.H is not None else 0) * 4
 
     def raw_hidden(self, context) -> np.ndarray:
         """[tanh(d + Σ_k Q_k[w_k]), 1] of one context (its n − 1 ids oldest first, `<s>`-padded; −1, "nothing",
         reads the last row, `<s>`'s), float32 (h + 1,): the hidden layer from the precomputed tables, with a 1
         for the bias (`raw_output`)."""
         tables, c = self._tables or self.premultiplied(), self.context_size
-        total = tables[0][context[c - 1]] + self.d
+        total = tables[0][context[c - 1]] + self._d_raw
         for k in range(1, c):
             total += tables[k][context[c - 1 - k]]
-        out = np.empty(total.size + 1, np.float32)
-        np.tanh(total, out=out[:-1])
-        out[-1] = 1.0
-        return out
+        return np.tanh(total, out=total)
 
     def raw_output(self, hidden: np.ndarray, word: int) -> float:
         """y_word = b + U·tanh(d + H·x) of a `raw_hidden` (no direct connections): the network's raw score,
@@ -151,7 +154,7 @@ class NumpyNetwork:
             if self.W is not None:
                 raise ConfigError("raw scoring covers networks without direct connections (trained --nodirect).")
             self._output_rows = np.ascontiguousarray(self._biased.T)  # (|V|, h + 1): a word's row, b last
-        return float(self._output_rows[word] @ hidden)
+        return float(np.dot(self._output_rows[word], hidden))
 
     def logits(self, parts: list[np.ndarray], start: int = 0, stop: int | None = None) -> np.ndarray:
         """y = b + W·x + U·tanh(d + H·x) for outputs start..stop-1, (rows, stop - start) float32."""
