@@ -71,16 +71,9 @@ def random_file(path: str, seed: int, order: int = 4) -> dict[tuple[str, ...], t
         entries[gram] = (logp, None if backoff is None else float(backoff))
     entries[("<unk>",)] = (-1.9, -2.0)
     entries[("<unk>", "<unk>")] = (-1.5, -0.7)  # a back-off on n-grams of <unk>, followed by nothing
-    with open(path, "w", encoding="utf-8") as f:
-        f.write("\n\\data\\\n")
-        for k in range(1, order + 1):
-            f.write(f"ngram {k}={sum(len(g) == k for g in entries)}\n")
-        for k in range(1, order + 1):
-            f.write(f"\n\\{k}-grams:\n")
-            for gram, (p, b) in entries.items():
-                if len(gram) == k:
-                    f.write(f"{p}\t{' '.join(gram)}" + ("" if b is None else f"\t{b}") + "\n")
-        f.write("\n\\end\\\n")
+    helpers.write_arpa(
+        path, entries, order, lambda g, p, b: f"{p}\t{' '.join(g)}" + ("" if b is None else f"\t{b}") + "\n"
+    )
     return entries
 
 

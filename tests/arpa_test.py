@@ -92,17 +92,12 @@ def normalized_file(path: str, listed: dict, top: int) -> dict:
         own = sum(10 ** listed[context + (w,)] for w in seen)
         lower = sum(10 ** reference_log10(entries, context[1:], w) for w in seen)
         entries[context] = (entries[context][0], math.log10((1 - own) / (1 - lower)))
-    with open(path, "w", encoding="utf-8") as f:
-        f.write("\\data\\\n")
-        for k in range(1, top + 1):
-            f.write(f"ngram {k}={sum(len(g) == k for g in entries)}\n")
-        for k in range(1, top + 1):
-            f.write(f"\n\\{k}-grams:\n")
-            for gram, (p, b) in entries.items():
-                if len(gram) == k:
-                    backoff = f"\t{b!r}" if k < top and (b != 0.0 or gram == ("c", "a")) else ""
-                    f.write(f"{p!r}\t{' '.join(gram)}{backoff}\n")
-        f.write("\n\\end\\\n")
+
+    def line(gram, p, b):
+        backoff = f"\t{b!r}" if len(gram) < top and (b != 0.0 or gram == ("c", "a")) else ""
+        return f"{p!r}\t{' '.join(gram)}{backoff}\n"
+
+    helpers.write_arpa(path, entries, top, line)
     return entries
 
 

@@ -34,6 +34,19 @@ TINY_FLAGS = [
 ]
 
 
+def write_arpa(path: str, entries: dict, order: int, line) -> None:
+    """An ARPA file of `entries` (n-gram tuple -> (log10 p, log10 β)), orders 1 to `order`, each n-gram's line
+    as `line(gram, p, b)` spells it (its fields and newline)."""
+    with open(path, "w", encoding="utf-8") as f:
+        f.write("\n\\data\\\n")
+        for k in range(1, order + 1):
+            f.write(f"ngram {k}={sum(len(g) == k for g in entries)}\n")
+        for k in range(1, order + 1):
+            f.write(f"\n\\{k}-grams:\n")
+            f.writelines(line(gram, p, b) for gram, (p, b) in entries.items() if len(gram) == k)
+        f.write("\n\\end\\\n")
+
+
 def files_flags(paths: dict[str, str]) -> list[str]:
     """The corpus flags of `tiny_corpus_files`' paths."""
     return [
