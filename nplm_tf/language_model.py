@@ -129,6 +129,8 @@ class LanguageModel:
         export_parent = _export_parent(path)
         if export_parent is not None:
             path = export_parent
+        elif os.path.isfile(os.path.join(path, "assets", "model", run_dir.CONFIG)):
+            path = os.path.join(path, "assets", "model")  # an export's own copy of its network: NumPy, anywhere
         kind = run_dir.kind(path)
         if kind == "ngram":
             self.vocab = run_dir.RunDir(path).load_vocab()

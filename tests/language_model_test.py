@@ -97,6 +97,33 @@ def test_the_export_of_a_model_directory_is_read_as_the_directory(models):
     assert exported.score("the cat sees a bird") == direct.score("the cat sees a bird")
 
 
+def test_an_export_copied_anywhere_is_read_in_numpy_as_its_model(models, tmp_path):
+    """An export carries its network's own files (assets/model): copied away from its model directory, it is
+    read without TensorFlow and scores as the model directory does (the full softmax, and a short list with its
+    tail n-gram)."""
+    import shutil
+
+    code = (
+        "import sys, nplm_tf; print(*[nplm_tf.LanguageModel(p).score('the cat sees a zebra') for p in sys.argv[1:]],"
+        " 'tensorflow' in sys.modules)"
+    )
+    copies = []
+    for name in ("softmax", "class"):
+        copies.append(str(shutil.copytree(os.path.join(models[name], "export", "1"), tmp_path / name)))
+        assert os.path.isfile(os.path.join(copies[-1], "assets", "model", "best.weights.h5"))
+    env = dict(os.environ, **helpers.without_tensorflow(tmp_path))  # importing TensorFlow fails there
+    done = subprocess.run(
+        [sys.executable, "-c", code, *copies], env=env, capture_output=True, text=True, cwd=helpers.ROOT
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    *scores, loaded = done.stdout.split()
+    assert loaded == "False"
+    for name, score in zip(("softmax", "class"), scores):
+        assert float(score) == pytest.approx(
+            nplm_tf.LanguageModel(models[name], mixture=False).score("the cat sees a zebra")
+        )
+
+
 def test_a_score_depends_only_on_the_states_last_words_and_states_copy_compare_and_hash(models):
     model = nplm_tf.LanguageModel(models["softmax"])  # n = 4: three words of context
     a, b, out = nplm_tf.State(), nplm_tf.State(), nplm_tf.State()

@@ -165,7 +165,10 @@ def export(
         if saved is None
         else {"ngram_order": saved["ngram_order"], "context_frequency": saved["context_frequency"]},
     }
-    return _write(server, info, export_dir, target, version)
+    # The network alone, in float32 (what NumPy computes): its own files travel with the export, so that
+    # `LanguageModel` reads it in NumPy, without TensorFlow, wherever the export is copied.
+    own = model_dir if saved is None and config.precision == loading.SCORING_PRECISION else None
+    return _write(server, info, export_dir, target, version, own)
 
 
 def export_ensemble(
@@ -206,14 +209,36 @@ def export_ensemble(
     return _write(server, info, export_dir, target, version)
 
 
-def _write(server: server_lib.Server, info: dict, export_dir: str, target: str, version: int) -> str:
-    """The SavedModel of `server` and its export.json at `target`, written beside it and moved into place."""
+NETWORK_ASSETS = "model"  # assets/model/: the network's own files (`_copy_network`), read in NumPy
+
+
+def _copy_network(model_dir: str, assets: str) -> None:
+    """Into assets/model/, the files `NumpyNetwork.load` reads: config.json, vocab.tsv, the best weights and a
+    short list's tail n-gram (vocab.tsv and ngram.npz)."""
+    run, out = run_dir.RunDir(model_dir), run_dir.RunDir(os.path.join(assets, NETWORK_ASSETS))
+    os.makedirs(out.path, exist_ok=True)
+    for name in (run_dir.CONFIG, run_dir.VOCAB, run_dir.BEST_WEIGHTS):
+        shutil.copyfile(run.file(name), out.file(name))
+    tail = run_dir.RunDir(run.tail_ngram_dir)
+    if os.path.isfile(tail.ngram_model):
+        os.makedirs(out.tail_ngram_dir, exist_ok=True)
+        for name in (run_dir.VOCAB, run_dir.NGRAM_MODEL):
+            shutil.copyfile(tail.file(name), os.path.join(out.tail_ngram_dir, name))
+
+
+def _write(
+    server: server_lib.Server, info: dict, export_dir: str, target: str, version: int, model_dir: str | None = None
+) -> str:
+    """The SavedModel of `server` and its export.json at `target`, written beside it and moved into place;
+    `model_dir`: the network whose own files go along (`_copy_network`)."""
     signatures = _signatures(server)
     os.makedirs(export_dir, exist_ok=True)
     staging = tempfile.mkdtemp(prefix=f".{version}.tmp-", dir=export_dir)
     try:
         tf.saved_model.save(_saved_object(server, signatures), staging, signatures=signatures)
         files.write_json(os.path.join(staging, "assets", INFO_FILE), info)
+        if model_dir is not None:
+            _copy_network(model_dir, os.path.join(staging, "assets"))
         os.chmod(staging, 0o755)  # mkdtemp's 0700 would hide the model from a server run as another user
         os.replace(staging, target)
     finally:
