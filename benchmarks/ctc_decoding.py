@@ -28,6 +28,14 @@ stderr), then the test utterances are decoded once. Also: the no-LM decode's 100
 offset by −10, as in the shallow fusion). WER by jiwer; seconds per
 utterance of each decode; the WER differences network − KN5 and mixture − each, with their 95% intervals by
 the paired bootstrap over test utterances (`asr_channel.paired_wer_difference`). Prints one JSON object.
+
+--decoder=flashlight decodes with flashlight-text's `LexiconDecoder` instead (torchaudio's `ctc_decoder`; the
+lexicon is the model's vocabulary spelled in the labels), at each beam of --beams: no language model
+(flashlight's `ZeroLM`), KN5 through flashlight's own KenLM on KN5's ARPA, the network exact, the network + KN5
+mixture, and with --raw_model_dir a self-normalized network scored by its raw outputs (`normalized=False`).
+`lm_weight` and `word_score` are tuned on the valid utterances over the α and β grids. Columns: WER and the
+real-time factor, decoding seconds over the audio's (--frames_per_second frames of the channel a second).
+Target (issue 95): the raw network at beam 500 within 2× KN5's time, its WER within 0.1 point of the exact one's.
 """
 
 from __future__ import annotations
@@ -65,6 +73,14 @@ VALID_UTTERANCES = flags.DEFINE_integer("valid_utterances", 200, "Valid utteranc
 TEST_UTTERANCES = flags.DEFINE_integer("test_utterances", 1000, "Test utterances decoded.")
 ALPHAS = flags.DEFINE_list("alphas", ["0.2", "0.3", "0.4", "0.5", "0.7"], "The grid of α.")
 BETAS = flags.DEFINE_list("betas", ["0", "1"], "The grid of β.")
+DECODER = flags.DEFINE_enum("decoder", "pyctcdecode", ["pyctcdecode", "flashlight"], "The beam search decoder.")
+BEAMS = flags.DEFINE_list("beams", ["50", "500"], "With --decoder=flashlight: the beam sizes decoded.")
+RAW_MODEL_DIR = app.define_path(
+    "raw_model_dir", None, "With --decoder=flashlight: also a self-normalized network, scored by its raw outputs."
+)
+FRAMES_PER_SECOND = flags.DEFINE_integer(
+    "frames_per_second", 50, "The channel's frames a second of audio (20 ms, a CTC acoustic model's): the RTF's."
+)
 
 
 def prepare(directory: str) -> dict:
@@ -116,7 +132,60 @@ def check() -> tuple[list[float], list[float]] | None:
             raise UserError(f"--{flag.name} is required (or --prepare=DIR first).")
     if not os.path.isfile(os.path.join(NGRAM_DIR.value, "model.arpa")):
         raise UserError(f"{NGRAM_DIR.value} has no model.arpa; build it with nplm_tf.ngram (without --noarpa).")
+    if DECODER.value == "flashlight":
+        if not all(b.isdigit() and int(b) >= 1 for b in BEAMS.value) or not BEAMS.value:
+            raise UserError(
+                f"--beams must be a comma-separated list of whole numbers ≥ 1, not {','.join(BEAMS.value)!r}."
+            )
+        if FRAMES_PER_SECOND.value < 1:
+            raise UserError(f"--frames_per_second={FRAMES_PER_SECOND.value} must be at least 1.")
+    elif RAW_MODEL_DIR.value:
+        raise UserError("--raw_model_dir is for --decoder=flashlight.")
     return grids[0], grids[1]
+
+
+def flashlight_rows(inputs: dict, references: dict, grid: list) -> dict:
+    """The flashlight decoder's rows: per beam of --beams, each language model's WER and real-time factor, its
+    lm_weight and word_score tuned on valid over `grid`."""
+    import jiwer
+    from flashlight.lib.text.decoder import KenLM, ZeroLM
+
+    import nplm_tf
+    from nplm_tf import flashlight_lm
+
+    tokens = ["-" if label == "" else "|" if label == " " else label for label in LABELS]
+    network = nplm_tf.LanguageModel(MODEL_DIR.value, mixture=False)
+    mixed = nplm_tf.LanguageModel(MODEL_DIR.value, ngram_dir=NGRAM_DIR.value)
+    words = flashlight_lm.word_dictionary(network)
+    arpa = os.path.join(NGRAM_DIR.value, "model.arpa")
+    # name -> (the model whose words make the lexicon, a fresh flashlight LM over it)
+    models = {
+        "none": (network, ZeroLM),
+        "kn5": (network, lambda: KenLM(arpa, words)),
+        "network": (network, lambda: flashlight_lm.FlashlightLM(network, words)),
+        "network+kn5": (mixed, lambda: flashlight_lm.FlashlightLM(mixed, words)),
+    }
+    if RAW_MODEL_DIR.value:
+        raw = nplm_tf.LanguageModel(RAW_MODEL_DIR.value, mixture=False, normalized=False)
+        models["network_raw"] = (raw, lambda: flashlight_lm.FlashlightLM(raw, flashlight_lm.word_dictionary(raw)))
+    audio = {split: sum(len(x) for x in inputs[split]) / FRAMES_PER_SECOND.value for split in inputs}
+
+    def decode(name: str, beam: int, weights, split: str):
+        model, make = models[name]
+        decoder = flashlight_lm.lexicon_decoder(model, tokens, beam, weights[0], weights[1], lm=make())
+        start = time.perf_counter()
+        texts = [" ".join(decoder.decode(x)) for x in inputs[split]]
+        return texts, (time.perf_counter() - start) / audio[split]
+
+    rows = {}
+    for beam in map(int, BEAMS.value):
+        for name in models:
+            chosen = grid[:1] if name == "none" else grid
+            tuned = min(chosen, key=lambda ab: jiwer.wer(references["valid"], decode(name, beam, ab, "valid")[0]))
+            texts, rtf = decode(name, beam, tuned, "test")
+            wer = jiwer.wer(references["test"], texts)
+            rows[f"{name}@{beam}"] = {"wer": wer, "rtf": rtf, "alpha": tuned[0], "beta": tuned[1]}
+    return rows
 
 
 def main(argv, checked):
@@ -137,6 +206,14 @@ def main(argv, checked):
     channel = random.Random(SEED.value + 1)
     heard = lambda t: emissions(t, channel, NOISE.value, SPREAD.value, FRAMES.value)  # noqa: E731
     inputs = {"valid": [heard(t) for t in valid], "test": [heard(t) for t in test]}
+    alphas, betas = checked
+    grid = list(itertools.product(alphas, betas))
+    references = {"valid": valid, "test": test}
+    if DECODER.value == "flashlight":
+        result = {"utterances": {"valid": len(valid), "test": len(test)}, "decoder": "flashlight"}
+        result["frames_per_second"] = FRAMES_PER_SECOND.value
+        print(json.dumps(result | flashlight_rows(inputs, references, grid), indent=2))
+        return
     alphabet = pyctcdecode.Alphabet.build_alphabet(LABELS)
     network = nplm_tf.LanguageModel(MODEL_DIR.value, mixture=False)
     mixed = nplm_tf.LanguageModel(MODEL_DIR.value, ngram_dir=NGRAM_DIR.value)
@@ -148,8 +225,6 @@ def main(argv, checked):
         "network": lambda a, b: PyCTCDecodeLM(network, unigrams, alpha=a, beta=b),
         "network+kn5": lambda a, b: PyCTCDecodeLM(mixed, unigrams, alpha=a, beta=b),
     }
-    alphas, betas = checked
-    grid = list(itertools.product(alphas, betas))
 
     def tuned_row(name: str, tuned: tuple[float, float], row: dict) -> dict:
         edges = grid_edges(tuned, alphas, betas)
@@ -167,7 +242,6 @@ def main(argv, checked):
         texts = [decoder.decode(x) for x in inputs[split]]
         return texts, (time.perf_counter() - start) / len(texts)
 
-    references = {"valid": valid, "test": test}
     result = {"utterances": {"valid": len(valid), "test": len(test)}, "noise": NOISE.value, "spread": SPREAD.value}
     errors = {}  # each decoder's errors per test utterance, for the paired intervals
     for name, make in makers.items():

@@ -202,3 +202,45 @@ def test_the_asr_extra_installs_kenlm_beside_pyctcdecodes_needs():
     extras = ast.literal_eval(next(k.value for k in call.keywords if k.arg == "extras_require"))
     names = {requirement.split("=")[0].split(">")[0].split("<")[0] for requirement in extras["asr"]}
     assert {"kenlm", "pygtrie", "hypothesis"} <= names
+
+
+def test_the_ctc_benchmark_decodes_with_flashlight_at_each_beam(model_dir, tmp_path):
+    """--decoder=flashlight: a row per language model and beam (no LM, KN through flashlight's KenLM, the network,
+    the mixture, a self-normalized network scored raw), each with its WER, real-time factor and tuned weights."""
+    import json
+    import os
+
+    from benchmarks import asr_channel
+
+    text_dir = tmp_path / "text"
+    text_dir.mkdir()
+    for split, seed in (("valid", 1), ("test", 2)):
+        lines = [asr_channel.normalize(t) for t in helpers.synthetic_texts(seed, 12)]
+        (text_dir / f"{split}.txt").write_text("".join(line + "\n" for line in lines))
+    root = os.path.dirname(model_dir)
+    paths = {name: os.path.join(root, f"{name}.txt") for name in ("train", "valid", "test")}
+    corpus = corpus_lib.files_corpus(paths["train"], paths["valid"], paths["test"])
+    raw_dir = str(tmp_path / "selfnorm")
+    trainer.train_and_evaluate(helpers.tiny_config(epochs=4, self_normalize=0.5), raw_dir, corpus, verbose=0)
+    result = helpers.run_binary(
+        "benchmarks.ctc_decoding",
+        f"--text_dir={text_dir}",
+        f"--model_dir={model_dir}",
+        f"--ngram_dir={os.path.join(root, 'kn3')}",
+        f"--raw_model_dir={raw_dir}",
+        "--decoder=flashlight",
+        "--beams=5,20",
+        "--valid_utterances=3",
+        "--test_utterances=4",
+        "--alphas=0.5",
+        "--betas=0,1",
+        timeout=600,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    out = json.loads(result.stdout[result.stdout.index("{") :])
+    names = ("none", "kn5", "network", "network+kn5", "network_raw")
+    assert {f"{n}@{b}" for n in names for b in (5, 20)} <= set(out) and out["frames_per_second"] == 50
+    for name in names:
+        row = out[f"{name}@20"]
+        assert 0 <= row["wer"] and row["rtf"] > 0 and row["alpha"] == 0.5 and row["beta"] in (0.0, 1.0)
+    assert out["kn5@20"]["wer"] <= out["none@20"]["wer"]  # the n-gram helps the letters it hears
