@@ -190,23 +190,22 @@ class LineScorer:
     def score(self, lines: list[str]) -> list[LineScore]:
         """One `LineScore` per line (a blank line: `</s>` alone)."""
         tokens = [corpus_lib.tokenize(line) for line in lines]
-        kept = tuple(" ".join(t) for t in tokens if t)
-        probs = self.probabilities(corpus_lib.Split("lines", lines=kept)) if kept else np.zeros(0)
-        empty = self.empty_line_probability() if len(kept) < len(tokens) else None
-        lengths = empty_length = None
-        if self.mode == "ngram":  # KenLM's query prints the length of the n-gram each token matched
-            eos, bos = self.vocab.eos_id, self.vocab.bos_id
-            lines_ids = [self.vocab.ids(t) for t in tokens if t]
-            lengths = matched_lengths(self.ngram, TokenArrays.from_lines(lines_ids, bos, eos)) if kept else None
-            empty_length = matched_lengths(self.ngram, TokenArrays.from_lines([[]], bos, eos))
+        eos, lengths, empty = self.vocab.eos_id, None, None
+        if self.mode == "ngram":  # every line, blank ones too, in one pass; KenLM's n-gram lengths beside P
+            arrays = TokenArrays.from_lines([self.vocab.ids(t) for t in tokens], self.vocab.bos_id, eos)
+            probs, lengths = self.ngram.token_probabilities(arrays), matched_lengths(self.ngram, arrays)
+        else:
+            kept = tuple(" ".join(t) for t in tokens if t)
+            probs = self.probabilities(corpus_lib.Split("lines", lines=kept)) if kept else np.zeros(0)
+            empty = self.empty_line_probability() if len(kept) < len(tokens) else None
         scores, start = [], 0
         for words in tokens:
-            if not words:
-                scores.append(LineScore(["</s>"], np.array([self.vocab.eos_id]), np.log10([empty]), empty_length))
+            if not words and lengths is None:
+                scores.append(LineScore(["</s>"], np.array([eos]), np.log10([empty])))
                 continue
             words = [*words, "</s>"]
             end = start + len(words)
-            ids = np.array(self.vocab.ids(words[:-1]) + [self.vocab.eos_id])
+            ids = np.array(self.vocab.ids(words[:-1]) + [eos])
             length = lengths[start:end] if lengths is not None else None
             scores.append(LineScore(words, ids, np.log10(probs[start:end]), length))
             start = end
