@@ -9,12 +9,13 @@ Each line is scored as one unit (its words, then </s>) and printed as
     word=id n log10P <TAB> ... </s>=0 n log10P <TAB> Total: log10P OOV: count
 
 then, after the last line, "Perplexity including OOVs", "Perplexity excluding OOVs", "OOVs" and "Tokens".
-Differences from KenLM: ids are this model's (`</s>` = 0, `<unk>` = 1); for a network (or a mixture) n is
-the number of words the network saw, the predicted one included (min(position + 1, order)); for an n-gram
-alone it is the length of the n-gram matched, as KenLM's. A blank line is an empty sentence, `</s>` alone, as
-in KenLM. An n-gram directory (`nplm_tf.ngram`, an imported ARPA file included) is scored alone when it is
-the only model given, as --ngram_dir or as --model_dir; --ngram_only scores a network's --ngram_dir alone. A model directory that keeps a mixture (`evaluate --save_mixture`) is scored with it unless
---nomixture. The network is computed in NumPy (float32, no TensorFlow) unless --precision names one.
+Differences from KenLM: ids are this model's (`</s>` = 0, `<unk>` = 1); for a network (or a mixture) n is the
+number of words the network saw, the predicted one included (min(position + 1, order)); for an n-gram alone it
+is the length of the n-gram matched, as KenLM's. A blank line is an empty sentence, `</s>` alone, as in KenLM.
+An n-gram directory (`nplm_tf.ngram`, an imported ARPA file included) is scored alone when it is the only model
+given, as --ngram_dir or as --model_dir; --ngram_only scores a network's --ngram_dir alone. A model directory
+that keeps a mixture (`evaluate --save_mixture`) is scored with it unless --nomixture. The network is computed
+in NumPy (float32, no TensorFlow) unless --precision names one.
 """
 
 from absl import flags
@@ -53,10 +54,7 @@ def check():
 
     if BATCH_LINES.value < 1:
         raise ConfigError(f"--batch_lines={BATCH_LINES.value} must be at least 1.")
-    models = run_dir.scoring_models(MODEL_DIR.value, NGRAM_DIR.value, NGRAM_ONLY.value)
-    if models[0] is None and PRECISION.value is not None:
-        raise ConfigError("--precision is the network's; an n-gram alone is scored in float64 without it.")
-    return models
+    return run_dir.scoring_models(MODEL_DIR.value, NGRAM_DIR.value, NGRAM_ONLY.value, precision=PRECISION.value)
 
 
 def main(argv, checked):
@@ -66,11 +64,8 @@ def main(argv, checked):
     from nplm_tf.tools.text_input import read_lines
 
     model_dir, ngram_dir, mode = checked
-    if mode == "network" and MIXTURE.value:
-        ngram_dir = lines_lib.saved_mixture_ngram(model_dir)
-        mode = "mixture" if ngram_dir else "network"
-    scorer = lines_lib.LineScorer(model_dir, ngram_dir, mode, PRECISION.value)
-    order = scorer.ngram.order if mode == "ngram" else scorer.config.order
+    scorer = lines_lib.line_scorer(model_dir, ngram_dir, mode, PRECISION.value, MIXTURE.value)
+    order = scorer.ngram.order if scorer.mode == "ngram" else scorer.config.order
     total, tokens, oov_total, oov_tokens = 0.0, 0, 0.0, 0
     batch = []
 

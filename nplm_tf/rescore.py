@@ -40,10 +40,7 @@ def check():
         raise ConfigError(f"--batch_lines={BATCH_LINES.value} must be at least 1.")
     if not FEATURE_NAME.value or any(c.isspace() for c in FEATURE_NAME.value) or "=" in FEATURE_NAME.value:
         raise ConfigError(f"--feature_name={FEATURE_NAME.value!r} must be one word without '='.")
-    models = run_dir.scoring_models(MODEL_DIR.value, NGRAM_DIR.value)
-    if models[0] is None and PRECISION.value is not None:
-        raise ConfigError("--precision is the network's; an n-gram alone is scored in float64 without it.")
-    return models
+    return run_dir.scoring_models(MODEL_DIR.value, NGRAM_DIR.value, precision=PRECISION.value)
 
 
 def main(argv, checked):
@@ -54,10 +51,7 @@ def main(argv, checked):
     from nplm_tf.tools.text_input import read_lines
 
     model_dir, ngram_dir, mode = checked
-    if mode == "network" and MIXTURE.value:
-        ngram_dir = lines_lib.saved_mixture_ngram(model_dir)
-        mode = "mixture" if ngram_dir else "network"
-    scorer = lines_lib.LineScorer(model_dir, ngram_dir, mode, PRECISION.value)
+    scorer = lines_lib.line_scorer(model_dir, ngram_dir, mode, PRECISION.value, MIXTURE.value)
     entries, bad = [], 0
 
     def flush():

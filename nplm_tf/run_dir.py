@@ -291,11 +291,19 @@ def numpy_scoring_flags():
     return mixture, precision
 
 
-def scoring_models(model_dir: str | None, ngram_dir: str | None, ngram_only: bool = False):
+def scoring_models(model_dir: str | None, ngram_dir: str | None, ngram_only: bool = False, precision=None):
     """What `query` and `rescore` score with, checked before any model loads: (the network's model directory or
     None, the n-gram directory or None, the `LineScorer` mode). --model_dir may name a network or an n-gram
-    directory; an n-gram directory alone (either flag) is scored as KenLM's `query` scores its file. A network
-    without --ngram_dir comes back as "network": the caller then serves its saved mixture, if any."""
+    directory; an n-gram directory alone (either flag) is scored as KenLM's `query` scores its file, and takes
+    no --precision. A network without --ngram_dir comes back as "network" (`lines.line_scorer` then serves its
+    saved mixture, if any)."""
+    models = _scoring_models(model_dir, ngram_dir, ngram_only)
+    if models[0] is None and precision is not None:
+        raise ConfigError("--precision is the network's; an n-gram alone is scored in float64 without it.")
+    return models
+
+
+def _scoring_models(model_dir: str | None, ngram_dir: str | None, ngram_only: bool):
     if not model_dir and not ngram_dir:
         raise ConfigError("give --model_dir (a network's or an n-gram directory) or --ngram_dir (an n-gram alone).")
     if ngram_dir:

@@ -51,6 +51,15 @@ def saved_mixture_ngram(model_dir: str) -> str | None:
     return saved["ngram_dir"] if saved else None
 
 
+def line_scorer(model_dir: str | None, ngram_dir: str | None, mode: str, precision=None, mixture: bool = True):
+    """The `LineScorer` of `run_dir.scoring_models`'s answer: a network alone is mixed with the n-gram its
+    directory's mixture.json keeps, unless `mixture` is False (query's and rescore's --nomixture)."""
+    if mode == "network" and mixture:
+        ngram_dir = saved_mixture_ngram(model_dir)
+        mode = "mixture" if ngram_dir else "network"
+    return LineScorer(model_dir, ngram_dir, mode, precision)
+
+
 class LineScorer:
     """Scores lines with a trained model directory, optionally mixed with (or replaced by) an n-gram.
 
