@@ -132,7 +132,7 @@ def export_nplm() -> None:
         "(Moses's NeuralLM scores with the raw outputs, which are log-probabilities where ln Z = 0)",
         file=sys.stderr,
     )
-    if nplm_format.wide(stats):
+    if nplm_format.wide(stats["mean"], stats["sd"]):
         print(
             f"warning: ln Z is far from 0 here, so Moses's raw scores are off by about {stats['mean']:.2f} ± "
             f"{stats['sd']:.2f} nats a word; for Moses, export a self-normalized model (train --loss=nce).",

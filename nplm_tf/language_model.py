@@ -129,8 +129,8 @@ class LanguageModel:
         export_parent = _export_parent(path)
         if export_parent is not None:
             path = export_parent
-        elif os.path.isfile(os.path.join(path, "assets", "model", run_dir.CONFIG)):
-            path = os.path.join(path, "assets", "model")  # an export's own copy of its network: NumPy, anywhere
+        elif os.path.isfile(os.path.join(path, run_dir.EXPORT_NETWORK, run_dir.CONFIG)):
+            path = os.path.join(path, run_dir.EXPORT_NETWORK)  # an export's own copy of its network: NumPy, anywhere
         kind = run_dir.kind(path)
         if kind == "ngram":
             self.vocab = run_dir.RunDir(path).load_vocab()
@@ -315,13 +315,13 @@ class LanguageModel:
                 f"shortlist={config.shortlist}, direct={config.direct}, hidden_dim={config.hidden_dim}."
             )
         stats = (run_dir.RunDir(path).read_metrics() or {}).get("valid_log_normalizer")
-        if stats is None:
-            stats = nplm_format.log_normalizer_stats(path)
-        if nplm_format.wide(stats):
-            spread = stats.get("std", stats.get("sd"))
+        if stats is None:  # a model trained before metrics.json reported it
+            measured = nplm_format.log_normalizer_stats(path)
+            stats = {"mean": measured["mean"], "std": measured["sd"]}
+        if nplm_format.wide(stats["mean"], stats["std"]):
             raise UserError(
                 f"{path}'s raw outputs are not log-probabilities: ln Z on valid has mean {stats['mean']:.2f} and sd "
-                f"{spread:.2f}; train it with --self_normalize=0.1 (or --loss=nce), or score it normalized."
+                f"{stats['std']:.2f}; train it with --self_normalize=0.1 (or --loss=nce), or score it normalized."
             )
 
     def _check_state(self, state, fresh: bool = False) -> None:

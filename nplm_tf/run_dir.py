@@ -40,6 +40,7 @@ CHECKPOINTS = "checkpoints"
 LOGS = "logs"
 KERAS = "model.keras"
 EXPORT = "export"
+EXPORT_NETWORK = os.path.join("assets", "model")  # in an export: its network's own files, read in NumPy
 MIXTURE = "mixture.json"
 METRICS = "metrics.json"
 NGRAM_MODEL = "ngram.npz"

@@ -236,10 +236,10 @@ class NplmModel:
 WIDE_LN_Z = 0.5  # nats: a mean or spread of ln Z beyond this makes raw scores (Moses's, `normalized=False`) misleading
 
 
-def wide(stats: dict) -> bool:
-    """Whether ln Z's statistics (`log_normalizer_stats`' mean and sd, or metrics.json's mean and std) are too
-    far from 0 for the raw outputs to stand in for log-probabilities."""
-    return abs(stats["mean"]) > WIDE_LN_Z or stats.get("sd", stats.get("std", 0.0)) > WIDE_LN_Z
+def wide(mean: float, sd: float) -> bool:
+    """Whether ln Z's mean and standard deviation are too far from 0 for the raw outputs to stand in for
+    log-probabilities."""
+    return abs(mean) > WIDE_LN_Z or sd > WIDE_LN_Z
 
 
 def log_normalizer_stats(model_dir: str, contexts: int = 2000) -> dict:

@@ -209,13 +209,10 @@ def export_ensemble(
     return _write(server, info, export_dir, target, version)
 
 
-NETWORK_ASSETS = "model"  # assets/model/: the network's own files (`_copy_network`), read in NumPy
-
-
-def _copy_network(model_dir: str, assets: str) -> None:
-    """Into assets/model/, the files `NumpyNetwork.load` reads: config.json, vocab.tsv, the best weights and a
-    short list's tail n-gram (vocab.tsv and ngram.npz)."""
-    run, out = run_dir.RunDir(model_dir), run_dir.RunDir(os.path.join(assets, NETWORK_ASSETS))
+def _copy_network(model_dir: str, export: str) -> None:
+    """Into the export's `run_dir.EXPORT_NETWORK`, the files `NumpyNetwork.load` reads: config.json, vocab.tsv,
+    the best weights and a short list's tail n-gram (vocab.tsv and ngram.npz)."""
+    run, out = run_dir.RunDir(model_dir), run_dir.RunDir(os.path.join(export, run_dir.EXPORT_NETWORK))
     os.makedirs(out.path, exist_ok=True)
     for name in (run_dir.CONFIG, run_dir.VOCAB, run_dir.BEST_WEIGHTS):
         shutil.copyfile(run.file(name), out.file(name))
@@ -238,7 +235,7 @@ def _write(
         tf.saved_model.save(_saved_object(server, signatures), staging, signatures=signatures)
         files.write_json(os.path.join(staging, "assets", INFO_FILE), info)
         if model_dir is not None:
-            _copy_network(model_dir, os.path.join(staging, "assets"))
+            _copy_network(model_dir, staging)
         os.chmod(staging, 0o755)  # mkdtemp's 0700 would hide the model from a server run as another user
         os.replace(staging, target)
     finally:
