@@ -13,7 +13,7 @@ lines (SRILM's cache length). `</s>` is predicted but never cached: it is no wor
 It sums to 1 over the vocabulary at every position, so an ensemble that
 mixes it in (`tools.ensemble`) stays exactly normalized. Alone it is a poor model; mixed with networks and
 n-grams it lends probability to the words a text repeats (its names, its topic), which no window of n − 1
-words sees. Its state is the whole unit so far, not the last n − 1 words: `LanguageModel` and the SavedModel,
+words sees. Its state is the whole document so far, not the last n − 1 words: `LanguageModel` and the SavedModel,
 whose states are n-gram contexts, do not serve it.
 """
 
