@@ -17,7 +17,7 @@ memory stays bounded by one utterance's contexts; the model's own cache of distr
 
 One `FlashlightLM` a decoder: two decoders in two threads need two (their `start`s would clear each other's
 states); they may share one `LanguageModel`. For torchaudio, `lm_dict` is `word_dictionary(model)`'s words
-and the lexicon `lexicon(model, tokens)`'s spellings.
+and the lexicon `lexicon(model, tokens)`'s spellings (each ending in the word boundary).
 """
 
 from __future__ import annotations
@@ -92,11 +92,13 @@ def word_dictionary(model: LanguageModel) -> Dictionary:
     return words
 
 
-def lexicon(model: LanguageModel, tokens: list[str]) -> dict[str, list[str]]:
+def lexicon(model: LanguageModel, tokens: list[str], boundary: str = "|") -> dict[str, list[str]]:
     """Each of the model's words spelled in `tokens` (single characters; a word with another character is left
-    out), as the decoder's lexicon wants it: word -> its letters. One sentence when none can be spelled."""
-    alphabet = set(tokens)
-    spelled = {w: list(w) for w in model.vocab.words if w not in (EOS, UNK) and set(w) <= alphabet}
+    out), then the word boundary token, as flashlight's and torchaudio's lexicons spell them (`the t h e |`):
+    word -> its tokens. Without the boundary the decoder may cut a word anywhere its pieces are words. One
+    sentence when none can be spelled."""
+    alphabet = set(tokens) - {boundary}
+    spelled = {w: [*w, boundary] for w in model.vocab.words if w not in (EOS, UNK) and set(w) <= alphabet}
     if not spelled:
         raise UserError(
             f"none of the model's {model.vocab.size:,} words can be spelled in these {len(tokens)} tokens "
@@ -114,6 +116,7 @@ class Decoder:
         index = {t: i for i, t in enumerate(tokens)}
         if blank not in index or space not in index:
             raise UserError(f"the tokens need the blank {blank!r} and the word boundary {space!r}.")
+        self.space = index[space]
         trie = Trie(len(tokens), index[space])
         start = lm.start(False)
         for word, letters in spellings.items():
@@ -130,7 +133,12 @@ class Decoder:
         frames, size = emissions.shape
         if size != len(self.tokens):
             raise UserError(f"the emissions have {size} columns, the tokens {len(self.tokens)}.")
-        best = self.decoder.decode(emissions.ctypes.data, frames, size)[0]
+        # The lexicon's words end in the boundary; a frame of it after the last lets the last word end where the
+        # emissions do not (a path that already ends in the boundary repeats it at no cost).
+        boundary = np.full((1, size), np.log(1e-30), np.float32)
+        boundary[0, self.space] = 0.0
+        emissions = np.concatenate([emissions, boundary])
+        best = self.decoder.decode(emissions.ctypes.data, frames + 1, size)[0]
         self.last = best
         return [self.words.get_entry(i) for i in best.words if i >= 0]
 
@@ -151,5 +159,5 @@ def lexicon_decoder(
     options = LexiconDecoderOptions(
         beam_size, beam_size, float("inf"), lm_weight, word_score, float("-inf"), 0.0, False, CriterionType.CTC
     )
-    spellings = lexicon(model, [t for t in tokens if t not in (blank, space)])
+    spellings = lexicon(model, [t for t in tokens if t not in (blank, space)], space)
     return Decoder(lm or FlashlightLM(model, words), words, tokens, spellings, options, blank, space)

@@ -83,6 +83,22 @@ def test_it_decodes_what_flashlights_own_kenlm_decodes_on_the_file(models, beam)
         assert ours.last.lmScore == pytest.approx(theirs.last.lmScore, abs=1e-4)
 
 
+@pytest.mark.parametrize("word_score", [0.0, 5.0])
+def test_words_end_at_the_boundary_and_the_last_word_is_kept(models, word_score):
+    """Each spelling ends in the word boundary (torchaudio's lexicons' `the t h e |`): clean emissions decode to
+    their words even where each word earns a large bonus (spellings without it let the decoder cut words out of
+    the blank frames), and the last word, which no boundary frame follows, is kept."""
+    from flashlight.lib.text.decoder import ZeroLM
+
+    model = nplm_tf.LanguageModel(models["imported"])
+    assert flashlight_lm.lexicon(model, TOKENS[2:])["cat"] == ["c", "a", "t", "|"]
+    decoder = flashlight_lm.lexicon_decoder(
+        model, TOKENS, beam_size=20, lm_weight=0.0, word_score=word_score, lm=ZeroLM()
+    )
+    for seed, text in enumerate(TEXTS):
+        assert decoder.decode(emissions(text, seed)) == text.split(), text
+
+
 def test_one_state_a_context_and_forgotten_at_each_start(models):
     model = nplm_tf.LanguageModel(models["imported"])
     words = flashlight_lm.word_dictionary(model)
