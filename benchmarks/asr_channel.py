@@ -68,12 +68,13 @@ def paired_wer_difference(errors_a, errors_b, words, rounds: int = 2000, seed: i
     return {"difference": float((a.sum() - b.sum()) / n.sum()), "interval95": [float(low), float(high)]}
 
 
-def grid_edges(chosen: tuple[float, float], alphas, betas) -> list[str]:
-    """The weights of a tuned (α, β) that sit on their grid's largest value: the best may lie beyond it, so
-    the comparison would hold an under-tuned decoder (α at its smallest is no lament: α → 0 is no LM)."""
+def grid_edges(chosen: tuple[float, float], alphas, betas, signed_beta: bool = False) -> list[str]:
+    """The weights of a tuned (α, β) that sit on their grid's largest value (β's smallest too where it may be
+    negative): the best may lie beyond it, so the comparison would hold an under-tuned decoder (α at its
+    smallest is no lament: α → 0 is no LM)."""
     names = []
     if len(alphas) > 1 and chosen[0] >= max(alphas):
         names.append("alpha")
-    if len(betas) > 1 and chosen[1] >= max(betas):
+    if len(betas) > 1 and (chosen[1] >= max(betas) or signed_beta and chosen[1] <= min(betas)):
         names.append("beta")
     return names

@@ -45,11 +45,12 @@ def test_optimizer_benchmark_times_all_three_optimizers():
         ("benchmarks.nplm_toolkit", "--steps=32", "--steps=32: 32 is not integer >= 64."),
         ("benchmarks.ctc_decoding", "--alphas=a,0.5", "--alphas must be a comma-separated list of numbers"),
         ("benchmarks.ctc_decoding", "--betas=-1", "of at least 0, not '-1'"),
+        ("benchmarks.ctc_decoding", "--decoder=flashlight --betas=-1,inf", "list of finite numbers, not '-1,inf'"),
         ("benchmarks.ctc_decoding", "--test_utterances=0", "--test_utterances must be at least 1"),
     ],
 )
 def test_bad_flag_values_are_one_sentence(module, flag, message, tmp_path):
-    result = helpers.run_binary(module, flag, env=helpers.without_tensorflow(tmp_path))  # refused before it loads
+    result = helpers.run_binary(module, *flag.split(), env=helpers.without_tensorflow(tmp_path))  # before it loads
     assert "Traceback" not in result.stderr
     helpers.assert_one_sentence(result, message)
 

@@ -132,6 +132,8 @@ def test_the_ctc_benchmark_names_a_weight_tuned_at_its_grids_largest_value():
     assert asr_channel.grid_edges((1.0, 1.0), alphas, betas) == ["alpha"]
     assert asr_channel.grid_edges((1.0, 2.0), alphas, betas) == ["alpha", "beta"]
     assert asr_channel.grid_edges((1.0, 2.0), [1.0], [2.0]) == []  # a grid of one value was not searched
+    assert asr_channel.grid_edges((0.5, 0.0), alphas, betas, signed_beta=True) == ["beta"]  # flashlight's β < 0
+    assert asr_channel.grid_edges((0.5, 1.0), alphas, betas, signed_beta=True) == []
 
 
 def test_the_ctc_benchmark_decodes_with_each_model_and_names_the_weights_tuned_at_a_grids_edge(model_dir, tmp_path):
@@ -233,7 +235,7 @@ def test_the_ctc_benchmark_decodes_with_flashlight_at_each_beam(model_dir, tmp_p
         "--valid_utterances=3",
         "--test_utterances=4",
         "--alphas=0.5",
-        "--betas=0,1",
+        "--betas=-1,0,1",
         timeout=600,
     )
     assert result.returncode == 0, result.stderr[-3000:]
@@ -242,5 +244,6 @@ def test_the_ctc_benchmark_decodes_with_flashlight_at_each_beam(model_dir, tmp_p
     assert {f"{n}@{b}" for n in names for b in (5, 20)} <= set(out) and out["frames_per_second"] == 50
     for name in names:
         row = out[f"{name}@20"]
-        assert 0 <= row["wer"] and row["rtf"] > 0 and row["alpha"] == 0.5 and row["beta"] in (0.0, 1.0)
+        assert 0 <= row["wer"] and row["rtf"] > 0 and row["alpha"] == 0.5 and row["beta"] in (-1.0, 0.0, 1.0)
+        assert (row["alpha"], row["beta"]) == (out[f"{name}@5"]["alpha"], out[f"{name}@5"]["beta"])  # tuned once
     assert out["kn5@20"]["wer"] <= out["none@20"]["wer"]  # the n-gram helps the letters it hears
