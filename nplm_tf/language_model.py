@@ -309,10 +309,11 @@ class LanguageModel:
                 "directory (mixture=False for one that keeps a mixture)."
             )
         config = self.network.config
-        if config.shortlist or config.direct or not config.hidden_dim:
+        why = nplm_format.refusal(config)  # the networks nplm and Moses score raw
+        if why:
             raise UserError(
-                f"normalized=False needs a full softmax with a hidden layer and no direct connections; {path} has "
-                f"shortlist={config.shortlist}, direct={config.direct}, hidden_dim={config.hidden_dim}."
+                "normalized=False needs a full softmax with a hidden layer and no direct connections (a network "
+                f"nplm scores raw); {path} cannot be scored so: {why}"
             )
         stats = (run_dir.RunDir(path).read_metrics() or {}).get("valid_log_normalizer")
         if stats is None:  # a model trained before metrics.json reported it

@@ -38,6 +38,7 @@ import os
 
 import numpy as np
 
+from nplm_tf.network import heads
 from pipelines import files
 from pipelines import vocabulary as vocab_lib
 from pipelines.errors import UserError
@@ -70,7 +71,7 @@ def refusal(config) -> str | None:
             f"it is a short list with a {config.tail} tail, which the nplm format cannot hold (its output is one "
             "softmax over every word); train it without --shortlist."
         )
-    return None
+    return heads.head_class(heads.name_of(config)).nplm_refusal
 
 
 def write(model_dir: str, path: str) -> dict:

@@ -73,6 +73,8 @@ class Head:
     lazy_updates = False  # Adam updates only the rows a batch uses (a large-vocabulary mode)
     ranks_densely = True  # `top_k` holds a (batch, |V|) tensor (the server ranks such heads in chunks)
     block_bounds_after_list = False  # the server holds the output weights in two column blocks: 0..N, N+1..
+    # why the nplm format (one softmax over every word) cannot hold the head, one sentence naming what to drop
+    nplm_refusal: str | None = "its output is not one softmax over every word, all the nplm format can hold."
 
     def __init__(self, list_size: int, vocab_size: int, ngram=None, self_normalize: float = 0.0):
         self.list_size, self.vocab_size, self.ngram = int(list_size), int(vocab_size), ngram

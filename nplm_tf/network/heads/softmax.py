@@ -14,6 +14,7 @@ from nplm_tf.network.heads.base import tf
 
 class FullSoftmax(base.Head):
     name = "softmax"
+    nplm_refusal = None
 
     def output_size(self) -> int:
         return self.vocab_size
