@@ -87,6 +87,9 @@ class Config:
     # α: the full softmax's training loss adds α·(ln Z)² per example, so that y_w itself comes near ln P
     # (self-normalization, Devlin et al. 2014; they used 0.1); 0: off. Scoring always normalizes.
     self_normalize: float = 0.0
+    # C: a class-factored softmax over the whole vocabulary (Goodman 2001): words in C frequency bands,
+    # P(w | C) = P(class | C) · P(w | class, C); -1: C = ⌈√|V|⌉; 0: off
+    classes: int = 0
 
     def __post_init__(self) -> None:
         for field in dataclasses.fields(self):  # a --config_json may hold any JSON value
@@ -167,6 +170,13 @@ class Config:
             self.self_normalize,
             "needs the full softmax trained exactly (shortlist=0, loss=softmax); NCE self-normalizes by itself",
         )
+        _check(self.classes >= -1, "classes", self.classes, "must be C ≥ 1, -1 (⌈√|V|⌉) or 0 (off)")
+        _check(
+            self.classes == 0 or (self.shortlist == 0 and self.loss == "softmax" and self.self_normalize == 0),
+            "classes",
+            self.classes,
+            "is a head of its own: use it without shortlist, a sampled loss or self_normalize",
+        )
         _check(
             self.loss == "softmax" or not self.jit_compile,
             "jit_compile",
@@ -198,6 +208,7 @@ class Config:
     def check_vocab_size(self, vocab_size: int) -> None:
         """The settings that depend on |V|, checked once the vocabulary is known."""
         _check(self.shortlist < vocab_size, "shortlist", self.shortlist, f"must be smaller than |V| = {vocab_size:,}")
+        _check(self.classes <= vocab_size, "classes", self.classes, f"must be at most |V| = {vocab_size:,}")
         if self.loss != "softmax":
             _check(
                 self.num_sampled < vocab_size,

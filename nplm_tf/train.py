@@ -138,6 +138,13 @@ flags.DEFINE_float(
     "α: train the full softmax on -ln P + α·(ln Z)², so that its raw outputs are near log-probabilities "
     "(Devlin et al. 2014 used 0.1; raw scoring, Moses's NeuralLM); 0: off. Evaluation is always exact.",
 )
+flags.DEFINE_integer(
+    "classes",
+    _D.classes,
+    "C > 0: a class-factored softmax over the whole vocabulary (Goodman 2001; Mikolov et al. 2011): the words "
+    "in C frequency bands, P(w) = P(class) · P(w | class), exact; training computes C + |V|/C outputs an "
+    "example instead of |V|. -1: C = ⌈√|V|⌉. 0: the full softmax.",
+)
 
 FLAGS = flags.FLAGS
 

@@ -19,6 +19,7 @@ HEADS = {
     "softmax": [],
     "class": ["--shortlist=8"],
     "network": ["--shortlist=8", "--tail=network"],
+    "classes": ["--classes=-1"],
 }
 RTOL = 1e-5
 

@@ -7,8 +7,9 @@
 | `backoff` | `ngram_tail.BackoffTail` | N |
 | `sigmoid` | `sigmoid.SigmoidTail` | N + 1 |
 | `network` | `network_tail.NetworkTail` | \\|V\\| + 1 |
+| `--classes=C` (no short list) | `classes.ClassSoftmax` | C + \\|V\\| |
 
-The interface is `base.Head`. This module is the only place that reads `config.tail` and `config.loss`;
+The interface is `base.Head`. This module is the only place that reads `config.tail`, `config.classes` and `config.loss`;
 it imports no TensorFlow (the NumPy inference path uses the heads too).
 """
 
@@ -25,6 +26,7 @@ _HEADS = {
     "backoff": ("ngram_tail", "BackoffTail"),
     "sigmoid": ("sigmoid", "SigmoidTail"),
     "network": ("network_tail", "NetworkTail"),
+    "classes": ("classes", "ClassSoftmax"),
 }
 
 
@@ -36,7 +38,9 @@ def head_class(name: str) -> type[Head]:
 
 
 def name_of(config) -> str:
-    """The head of a config: the full softmax, or the short list's tail."""
+    """The head of a config: the full softmax, the word classes', or the short list's tail."""
+    if config.classes:
+        return "classes"
     return config.tail if config.shortlist else "softmax"
 
 
@@ -47,7 +51,7 @@ def named(name: str, list_size: int, vocab_size: int, ngram=None) -> Head:
 def make(config, vocab_size: int, ngram=None) -> Head:
     """The head of `config` over |V| = `vocab_size` words; `ngram`: the Kneser-Ney model of an n-gram tail
     (`needs_ngram`), needed to score with it, not to train."""
-    return head_class(name_of(config))(config.shortlist, vocab_size, ngram, config.self_normalize)
+    return head_class(name_of(config)).from_config(config, vocab_size, ngram)
 
 
 def needs_ngram(config) -> bool:

@@ -80,6 +80,11 @@ class Head:
         self.list_size, self.vocab_size, self.ngram = int(list_size), int(vocab_size), ngram
         self.self_normalize = float(self_normalize)  # α of training's α·(ln Z)² (the full softmax's: `ops`)
 
+    @classmethod
+    def from_config(cls, config, vocab_size: int, ngram=None) -> Head:
+        """The head of a config (`heads.make`): its short list and self-normalization."""
+        return cls(config.shortlist, vocab_size, ngram, config.self_normalize)
+
     # ------------------------------------------------------------- shape and training --
 
     def output_size(self) -> int:
