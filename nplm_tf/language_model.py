@@ -399,7 +399,7 @@ class LanguageModel:
             return float(self._totals[0])
         if len(words) < k:
             return 0.0
-        g = self.ngram._context_id(words)
+        g = self.ngram.context_id(words)
         return float(self._totals[g]) if g >= 0 else 0.0
 
     def _length(self, context: tuple[int, ...], word: int) -> int:
@@ -415,7 +415,7 @@ class LanguageModel:
         ngram = self.ngram
         best = 1
         for k in range(2, min(len(known) + 1, ngram.order) + 1):
-            h = ngram._context_id(known[-(k - 1) :])
+            h = ngram.context_id(known[-(k - 1) :])
             if h < 0:
                 break
             if ngram.orders[k].lookup(np.array([h * ngram.base + word]))[0] >= 0:

@@ -547,14 +547,12 @@ class _Reader:
     def _model(self) -> kn.KneserNey:
         vocab, tables = self.vocab, self.tables
         order = len(tables) - 1
-        model = kn.KneserNey.__new__(kn.KneserNey)
-        model._init_settings(order, vocab.size)
-        model.warnings = []
-        model.orders = [None]
+        base = vocab.size + 1  # `KneserNey.base`: n-gram keys are context id * base + word
+        orders: list[kn.Order | None] = [None]
         for k in range(1, order + 1):
             t, tables[k] = tables[k], None  # each order's reading arrays freed once the model holds its own
-            keys = t.context.astype(np.int64) * model.base + t.word if k > 1 else np.arange(model.base)
-            model.orders.append(
+            keys = t.context.astype(np.int64) * base + t.word if k > 1 else np.arange(base)
+            orders.append(
                 kn.Order(
                     keys,
                     kn.index_array(t.context),
@@ -566,6 +564,7 @@ class _Reader:
                     backoff=t.backoff if k < order else np.ones(keys.size),
                 )
             )
+        model = kn.KneserNey(None, order, vocab.size, orders=orders)
         missing = np.flatnonzero(~self.listed_unigrams[: vocab.size])
         if missing.size:
             words = ", ".join(repr(vocab.words[i]) for i in missing[:3]) + (" ..." if missing.size > 3 else "")

@@ -30,10 +30,23 @@ class InterpolatedTrigram:
 
     order = 3
 
-    def __init__(self, train: kn.TokenArrays, valid: kn.TokenArrays, vocab_size: int):
+    def __init__(
+        self,
+        train: kn.TokenArrays | None,
+        valid: kn.TokenArrays | None,
+        vocab_size: int,
+        *,
+        tables: kn.KneserNey | None = None,
+        lambdas: np.ndarray | None = None,
+    ):
+        """Counted on `train`, its λ fitted on `valid`; or, with `train` None, the model of the given n-gram
+        `tables` and `lambdas` (`from_state`)."""
         self.vocab_size = vocab_size
-        self.tables = kn.KneserNey(train, 3, vocab_size)  # n-gram numbering and raw counts
+        self.tables = tables if train is None else kn.KneserNey(train, 3, vocab_size)  # numbering, raw counts
         self._frequencies()
+        if train is None:
+            self.lambdas = np.asarray(lambdas)
+            return
         self.lambdas = np.full((NUM_BUCKETS, 4), 0.25)
         components, buckets = self._components(valid)
         for b in range(NUM_BUCKETS):
@@ -47,12 +60,8 @@ class InterpolatedTrigram:
 
     @classmethod
     def from_state(cls, state) -> "InterpolatedTrigram":
-        model = cls.__new__(cls)
-        model.tables = kn.KneserNey.from_state(state)
-        model.vocab_size = model.tables.vocab_size
-        model.lambdas = np.asarray(state["lambdas"])
-        model._frequencies()
-        return model
+        tables = kn.KneserNey.from_state(state)
+        return cls(None, None, tables.vocab_size, tables=tables, lambdas=state["lambdas"])
 
     def _frequencies(self):
         """Relative frequencies f1 (per word), f2, f3 (per n-gram) and context totals, once."""

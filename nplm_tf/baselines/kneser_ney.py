@@ -63,21 +63,34 @@ class KneserNey:
     1.0
     """
 
-    def __init__(self, train: TokenArrays, order: int, vocab_size: int):
+    def __init__(
+        self,
+        train: TokenArrays | None,
+        order: int,
+        vocab_size: int,
+        *,
+        orders: list[Order | None] | None = None,
+        warnings: list[str] | None = None,
+        prune_thresholds: tuple[int, ...] | None = None,
+    ):
+        """The model counted and smoothed on `train`; or, with `train` None, the model whose tables are `orders`
+        (index k: order k's `Order`, index 0 None), as `from_state` and an ARPA import give them."""
         if order < 1:
             raise NgramError(f"order={order} must be at least 1.")
-        self._init_settings(order, vocab_size)
-        self.warnings: list[str] = []
+        self.order = order
+        self.vocab_size = vocab_size
+        self.prune_thresholds = prune_thresholds or (0,) * order  # `prune`'s, one per order
+        self.bos_id = vocab_size  # <s>, input only
+        self.base = vocab_size + 1  # n-gram keys are context id * base + word
+        self.warnings: list[str] = list(warnings or [])
+        if train is None:
+            if orders is None or len(orders) != order + 1:
+                raise ValueError(f"a model of order {order} given by its tables needs {order} of them.")
+            self.orders = orders
+            return
         ids, self.orders = self._count(train)
         self._adjust(ids, train)
         self._probabilities()
-
-    def _init_settings(self, order: int, vocab_size: int) -> None:
-        self.order = order
-        self.vocab_size = vocab_size
-        self.prune_thresholds = (0,) * order  # `prune`'s, one per order
-        self.bos_id = vocab_size  # <s>, input only
-        self.base = vocab_size + 1  # n-gram keys are context id * base + word
 
     # ------------------------------------------------------------ building --
 
@@ -286,21 +299,25 @@ class KneserNey:
 
     @classmethod
     def from_state(cls, state) -> "KneserNey":
-        model = cls.__new__(cls)
-        model._init_settings(int(state["order"]), int(state["vocab_size"]))
-        model.warnings = [str(w) for w in state["warnings"]] if "warnings" in state else []
-        if "prune" in state:  # files written before pruning have none
-            model.prune_thresholds = tuple(int(t) for t in state["prune"])
-        model.orders = [None]
-        for k in range(1, model.order + 1):
+        order = int(state["order"])
+        orders: list[Order | None] = [None]
+        for k in range(1, order + 1):
             fields = {
                 f.name: state[f"{k}_{f.name}"]
                 for f in dataclasses.fields(Order)
                 if f.default is dataclasses.MISSING or f"{k}_{f.name}" in state
             }
             fields["discounts"] = tuple(float(d) for d in fields["discounts"])
-            model.orders.append(Order(**fields))
-        return model
+            orders.append(Order(**fields))
+        return cls(
+            None,
+            order,
+            int(state["vocab_size"]),
+            orders=orders,
+            warnings=[str(w) for w in state["warnings"]] if "warnings" in state else [],
+            # files written before pruning have none
+            prune_thresholds=tuple(int(t) for t in state["prune"]) if "prune" in state else None,
+        )
 
     # ------------------------------------------------------------- queries --
 
@@ -311,7 +328,7 @@ class KneserNey:
             context = context[len(context) - context[::-1].index(self.bos_id) - 1 :]
         probs = self.orders[1].prob[: self.vocab_size].copy()
         for k in range(2, len(context) + 2):
-            h = self._context_id(context[-(k - 1) :])
+            h = self.context_id(context[-(k - 1) :])
             if h < 0:
                 break
             o = self.orders[k]
@@ -322,7 +339,8 @@ class KneserNey:
             probs[o.word[lo:hi]] = o.prob[lo:hi]
         return probs
 
-    def _context_id(self, words: list[int]) -> int:
+    def context_id(self, words: list[int]) -> int:
+        """The id of the (len(words))-gram `words` (oldest first) in its order's table, −1 where it is absent."""
         g = words[0]
         for k, w in enumerate(words[1:], start=2):
             g = int(self.orders[k].lookup(np.array([g * self.base + w]))[0])
