@@ -2,6 +2,7 @@
 
     NLTK_DATA=../shared/nltk_data python -m benchmarks.throughput [--precision=float32]
     python -m benchmarks.throughput --corpus=gcide --shortlist=4000     # or --loss=nce --num_sampled=100
+    python -m benchmarks.throughput --classes=-1 --beside_softmax       # a head and the full softmax, alternated
 
 Prints one JSON line: predicted tokens/s after warm-up (steady state: from the
 end of each fit's first 32-step call to its last; the rate including each
@@ -9,9 +10,12 @@ fit's iterator start is printed beside it), the model FLOP rate
 6·(h·|V| + (n−1)·m·h [+ (n−1)·m·|V|])·tokens/s, a dense float32 2048×2048
 matmul's rate timed in this process right after each repeat, and the median
 of the per-repeat ratios (medians of each part beside it), and per repeat the
-share of CPU time the host's hypervisor took (`cpu_steal_runs`, `benchmarks.host`).
+share of CPU time the host's hypervisor took (`cpu_steal_runs`, `benchmarks.host`). --beside_softmax
+times the full softmax of the same shape after each repeat too (`softmax_tokens_per_second_runs`), and each
+repeat's speed over it (`over_softmax_runs`): the two alternate, so the host's drift touches both alike.
 """
 
+import dataclasses
 import json
 import time
 
@@ -32,6 +36,10 @@ TAIL = flags.DEFINE_enum("tail", "class", ["class", "backoff", "sigmoid", "netwo
 LOSS = flags.DEFINE_enum("loss", "softmax", ["softmax", "sampled_softmax", "nce"], "Training loss.")
 NUM_SAMPLED = flags.DEFINE_integer("num_sampled", 100, "Noise words per batch for sampled losses.")
 MIN_COUNT = flags.DEFINE_integer("min_count", 4, "Words seen fewer times in train become <unk>.")
+CLASSES = flags.DEFINE_integer("classes", 0, "C: the class-factored softmax of C word classes (-1: ⌈√|V|⌉).")
+BESIDE_SOFTMAX = flags.DEFINE_boolean(
+    "beside_softmax", False, "Also time the full softmax of the same shape, each repeat right after this one's."
+)
 
 
 def matmul_gflops(repeats: int = 20) -> float:
@@ -92,6 +100,7 @@ def check():
         tail=TAIL.value if SHORTLIST.value else "class",
         loss=LOSS.value,
         num_sampled=NUM_SAMPLED.value,
+        classes=CLASSES.value,
     )
     corpus = corpus_flags.corpus_from_flags()
     return config, corpus, prepare_data(config, corpus)
@@ -108,14 +117,25 @@ def main(argv, checked):
 
     config, corpus, data = checked
     ds = data.dataset(corpus, "train", config, batch_size=config.batch_size, shuffle=True, seed=1).repeat()
-    model = model_lib.build_model(config, data.vocab.size)
-    model_lib.compile_model(
-        model,
-        config,
-        steps_per_execution=trainer.STEPS_PER_EXECUTION,
-        objective=heads.objective(config, model.head, data.vocab.counts),
-    )
-    model.fit(ds, steps_per_epoch=WARMUP.value, epochs=1, verbose=0)
+
+    def compiled(config):
+        model = model_lib.build_model(config, data.vocab.size)
+        objective = heads.objective(config, model.head, data.vocab.counts)
+        model_lib.compile_model(model, config, steps_per_execution=trainer.STEPS_PER_EXECUTION, objective=objective)
+        model.fit(ds, steps_per_epoch=WARMUP.value, epochs=1, verbose=0)
+        return model
+
+    def timed(model) -> float:
+        clock = steady_clock()
+        model.fit(ds, steps_per_epoch=STEPS.value, epochs=1, verbose=0, callbacks=[clock])
+        return clock.steps_per_second() * config.batch_size
+
+    model = compiled(config)
+    softmax = None
+    if BESIDE_SOFTMAX.value:
+        plain = dataclasses.replace(config, shortlist=0, tail="class", loss="softmax", classes=0)
+        softmax = compiled(plain)
+    softmax_rates = []
     n1m, h, v = config.context_size * config.feature_dim, config.hidden_dim, data.vocab.size
     # The output layer's width per token: |V|, a short list's N (+ 1) (the network tail's: N + 1, and its tail
     # words for the train tokens in the tail), or a sampled loss's targets and noise.
@@ -133,6 +153,8 @@ def main(argv, checked):
         # The matmul right after each repeat: this host's speed drifts, so each ratio compares like with like.
         denses.append(matmul_gflops())
         ratios.append(flops_per_token * rates[-1] / 1e9 / denses[-1])
+        if softmax is not None:
+            softmax_rates.append(timed(softmax))
     tokens_per_second = statistics.median(rates)
     model_gflops = flops_per_token * tokens_per_second / 1e9
     dense = statistics.median(denses)
@@ -155,6 +177,7 @@ def main(argv, checked):
                     "tail": config.tail,
                     "loss": config.loss,
                     "num_sampled": config.num_sampled if config.loss != "softmax" else None,
+                    "classes": config.classes,
                 },
                 "tokens_per_second": round(tokens_per_second),
                 "tokens_per_second_runs": [round(r) for r in rates],
@@ -166,6 +189,14 @@ def main(argv, checked):
                 "ratio_runs": [round(r, 3) for r in ratios],
                 "cpu_steal_runs": steals,
             }
+            | (
+                {
+                    "softmax_tokens_per_second_runs": [round(r) for r in softmax_rates],
+                    "over_softmax_runs": [round(a / b, 3) for a, b in zip(rates, softmax_rates, strict=True)],
+                }
+                if softmax is not None
+                else {}
+            )
         )
     )
 

@@ -46,6 +46,7 @@ def test_optimizer_benchmark_times_all_three_optimizers():
         ("benchmarks.ctc_decoding", "--alphas=a,0.5", "--alphas must be a comma-separated list of numbers"),
         ("benchmarks.ctc_decoding", "--betas=-1", "of at least 0, not '-1'"),
         ("benchmarks.ctc_decoding", "--decoder=flashlight --betas=-1,inf", "list of finite numbers, not '-1,inf'"),
+        ("benchmarks.ctc_decoding", "--decoder=flashlight --rounds=0", "--rounds=0 must be at least 1"),
         ("benchmarks.ctc_decoding", "--test_utterances=0", "--test_utterances must be at least 1"),
     ],
 )
@@ -220,3 +221,27 @@ def test_the_zipf_corpus_draws_frequent_words_and_their_successors_the_same_each
     result = helpers.run_binary("benchmarks.zipf_corpus", f"--output={tmp_path / 'd'}", "--follow=1")
     helpers.assert_one_sentence(result, "--follow=1.0 must be in [0, 1)")
     assert not (tmp_path / "d").exists()
+
+
+def test_throughput_times_a_head_beside_the_full_softmax_in_turns(tmp_path):
+    """--beside_softmax: each repeat of the class-factored head is followed by one of the full softmax of the same
+    shape, and each repeat's ratio is reported."""
+    paths = helpers.tiny_corpus_files(tmp_path, train=200)
+    result = helpers.run_binary(
+        "benchmarks.throughput",
+        "--classes=-1",
+        "--beside_softmax",
+        "--steps=64",
+        "--warmup_steps=2",
+        "--repeats=2",
+        "--min_count=1",
+        "--precision=float32",
+        *helpers.files_flags(paths),
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    out = json.loads(result.stdout.strip().splitlines()[-1])
+    assert out["config"]["classes"] == -1 and len(out["softmax_tokens_per_second_runs"]) == 2
+    for ours, theirs, ratio in zip(
+        out["tokens_per_second_runs"], out["softmax_tokens_per_second_runs"], out["over_softmax_runs"], strict=True
+    ):
+        assert ours > 0 and theirs > 0 and ratio == pytest.approx(ours / theirs, rel=0.01)

@@ -236,6 +236,7 @@ def test_the_ctc_benchmark_decodes_with_flashlight_at_each_beam(model_dir, tmp_p
         "--test_utterances=4",
         "--alphas=0.5",
         "--betas=-1,0,1",
+        "--rounds=2",
         timeout=600,
     )
     assert result.returncode == 0, result.stderr[-3000:]
@@ -246,4 +247,5 @@ def test_the_ctc_benchmark_decodes_with_flashlight_at_each_beam(model_dir, tmp_p
         row = out[f"{name}@20"]
         assert 0 <= row["wer"] and row["rtf"] > 0 and row["alpha"] == 0.5 and row["beta"] in (-1.0, 0.0, 1.0)
         assert (row["alpha"], row["beta"]) == (out[f"{name}@5"]["alpha"], out[f"{name}@5"]["beta"])  # tuned once
+        assert len(row["rtf_rounds"]) == 2 and row["rtf"] == pytest.approx(np.median(row["rtf_rounds"]))
     assert out["kn5@20"]["wer"] <= out["none@20"]["wer"]  # the n-gram helps the letters it hears
