@@ -40,7 +40,7 @@ def rows_per_batch(width: int, most: int) -> int:
 
 
 # Fields that may differ when a run resumes in an existing model directory.
-RESUMABLE_FIELDS = ("epochs", "patience", "jit_compile")
+RESUMABLE_FIELDS = ("epochs", "patience", "min_improvement", "jit_compile")
 
 
 class ConfigError(UserError):
@@ -71,6 +71,9 @@ class Config:
     jit_compile: bool = False  # XLA-compile the whole training step (speed only)
     shuffle_buffer: int = 100_000  # windows mixed before batching
     patience: int = 2  # epochs without a better valid perplexity before stopping
+    # the share by which a valid perplexity must beat the best so far to count as better for `patience` (0: any
+    # gain; `nplm_tf.train`'s default is 0.005, so that it stops once two epochs gain less than 0.5%)
+    min_improvement: float = 0.0
     seed: int = 1234
     sync_every: int = 1  # multi-worker: 1 all-reduces gradients each step; K > 1 averages weights every K local steps
     balance_workers: bool = False  # local SGD: deal each round's batches by worker speed (not reproducible run to run)
@@ -126,6 +129,7 @@ class Config:
         _check(self.precision in PRECISIONS, "precision", self.precision, f"must be one of {PRECISIONS + ('auto',)}")
         _check(self.shuffle_buffer >= 1, "shuffle_buffer", self.shuffle_buffer, "must be at least 1")
         _check(self.patience >= 1, "patience", self.patience, "must be at least 1")
+        _check(0 <= self.min_improvement < 1, "min_improvement", self.min_improvement, "must be in [0, 1)")
         _check(self.sync_every >= 1, "sync_every", self.sync_every, "must be at least 1")
         _check(self.shortlist >= 0, "shortlist", self.shortlist, "must be >= 0 (0: the full softmax)")
         _check(self.tail in TAILS, "tail", self.tail, f"must be one of {TAILS}")

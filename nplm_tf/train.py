@@ -49,8 +49,19 @@ flags.DEFINE_integer(
     "At most this many types, </s> and <unk> included: only the most frequent words of --min_count's are "
     "kept, the rest become <unk> (0: no limit).",
 )
-flags.DEFINE_integer("epochs", _D.epochs, "Maximum training epochs.")
+# A new run without flags trains until the valid perplexity stops improving, within a bound (the library's
+# Config keeps 8 epochs and any gain, which configs written without these fields mean).
+EPOCHS_BOUND, MIN_IMPROVEMENT = 40, 0.005
+flags.DEFINE_integer(
+    "epochs", EPOCHS_BOUND, "Training epochs at most; --patience and --min_improvement end a run sooner."
+)
 flags.DEFINE_integer("patience", _D.patience, "Stop after this many epochs without a better valid perplexity.")
+flags.DEFINE_float(
+    "min_improvement",
+    MIN_IMPROVEMENT,
+    "A valid perplexity counts as better (for --patience) only this share below the best so far: by default "
+    "a run stops once --patience epochs gain less than 0.5% (0: any gain counts).",
+)
 flags.DEFINE_integer(
     "batch_size",
     _D.batch_size,
@@ -150,7 +161,16 @@ FLAGS = flags.FLAGS
 
 
 def config_from_flags() -> Config:
-    values = Config.from_json(CONFIG_JSON.value).to_dict() if CONFIG_JSON.value else {}
+    """--config_json's, else (a run that exists resumes as it was set up) the model directory's config.json,
+    else the flags' defaults; each flag given explicitly overrides."""
+    values = {}
+    if CONFIG_JSON.value:
+        values = Config.from_json(CONFIG_JSON.value).to_dict()
+    elif run_dir.RunDir(MODEL_DIR.value).has_config():
+        try:
+            values = run_dir.RunDir(MODEL_DIR.value).read_config().to_dict()
+        except ConfigError:
+            pass  # a damaged config.json is refused where the run is set up
     for field in dataclasses.fields(Config):
         if field.name not in values or FLAGS[field.name].present:
             values[field.name] = FLAGS[field.name].value

@@ -133,7 +133,7 @@ def _train_multi_worker(
     # Every worker computes the same validation perplexities; none waits on the chief's files.
     valid_history = [h["valid_perplexity"] for e, h in sorted(run.read_history().items()) if e < first]
     for epoch in range(first, config.epochs):
-        if callbacks_lib.patience_exhausted(valid_history, config.patience):
+        if callbacks_lib.patience_exhausted(valid_history, config.patience, config.min_improvement):
             break
         start = time.perf_counter()
         extra = {}

@@ -229,13 +229,20 @@ def record_epoch(run: RunDir, model: keras.Model, epoch: int, record: dict) -> N
     run.write_history(history)
 
 
-def patience_exhausted(valid_perplexities: list[float], patience: int) -> bool:
-    """Whether the last `patience` epochs brought no better validation perplexity (prints why)."""
-    if not valid_perplexities:
-        return False
-    best = min(range(len(valid_perplexities)), key=valid_perplexities.__getitem__)
-    if len(valid_perplexities) - 1 - best >= patience:
-        print(f"stopping early: no better valid perplexity for {patience} epochs", flush=True)
+def patience_exhausted(valid_perplexities: list[float], patience: int, min_improvement: float = 0.0) -> bool:
+    """Whether the last `patience` epochs brought no better validation perplexity (prints why): better is below
+    the best so far by more than `min_improvement` of it (0: below it at all), as Keras's `min_delta`, relative."""
+    best, waited = float("inf"), 0
+    for perplexity in valid_perplexities:
+        if perplexity < best * (1 - min_improvement):
+            best, waited = perplexity, 0
+        else:
+            waited += 1
+    if valid_perplexities and waited >= patience:
+        what = (
+            f"valid perplexity {min_improvement:.1%} below the best" if min_improvement else "better valid perplexity"
+        )
+        print(f"stopping early: no {what} for {patience} epochs", flush=True)
         return True
     return False
 
@@ -247,13 +254,13 @@ class ResumableEarlyStopping(keras.callbacks.Callback):
     so a resumed run stops at the same epoch as an uninterrupted one.
     """
 
-    def __init__(self, run: RunDir, patience: int):
+    def __init__(self, run: RunDir, patience: int, min_improvement: float = 0.0):
         super().__init__()
         self.run = run
-        self.patience = patience
+        self.patience, self.min_improvement = patience, min_improvement
 
     def on_epoch_end(self, epoch, logs=None):
         history = self.run.read_history()
         done = [history[e]["valid_perplexity"] for e in sorted(history) if e <= epoch]
-        if patience_exhausted(done, self.patience):
+        if patience_exhausted(done, self.patience, self.min_improvement):
             self.model.stop_training = True

@@ -130,7 +130,7 @@ def _train_and_evaluate(
             run, valid_ds, data.tokens["train"], data.vocab.unk_id, step_loss, announce=announce
         ),
         *([callbacks_lib.EpochProgress(data.tokens["train"], config.batch_size, config.epochs)] if announce else []),
-        callbacks_lib.ResumableEarlyStopping(run, config.patience),
+        callbacks_lib.ResumableEarlyStopping(run, config.patience, config.min_improvement),
         keras.callbacks.TensorBoard(run.logs_dir, write_graph=False, profile_batch=0),
         backup.EpochBackup(run),
         *extra_callbacks,
