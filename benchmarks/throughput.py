@@ -111,8 +111,8 @@ def main(argv, checked):
 
     import keras
 
-    from nplm_tf.network import heads
     from nplm_tf.network import model as model_lib
+    from nplm_tf.network import objectives
     from nplm_tf.training import trainer
 
     config, corpus, data = checked
@@ -120,7 +120,7 @@ def main(argv, checked):
 
     def compiled(config):
         model = model_lib.build_model(config, data.vocab.size)
-        objective = heads.objective(config, model.head, data.vocab.counts)
+        objective = objectives.of_config(config, model.head, data.vocab.counts)
         model_lib.compile_model(model, config, steps_per_execution=trainer.STEPS_PER_EXECUTION, objective=objective)
         model.fit(ds, steps_per_epoch=WARMUP.value, epochs=1, verbose=0)
         return model

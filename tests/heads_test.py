@@ -49,10 +49,11 @@ def test_an_unknown_head_is_named_in_one_sentence():
         heads.named("unigram", N, V)
 
 
-# Where the tail and the loss may be read: the head factory, the configuration's validation, and the flag
+# Where the tail and the loss may be read: the head factory, the objective's, the configuration's validation, the flag
 # checks and messages of the binaries and the tuner, which name them back to the user.
 READERS = {
     "nplm_tf/network/heads/__init__.py",
+    "nplm_tf/network/objectives.py",
     "nplm_tf/config.py",
     "nplm_tf/train.py",
     "nplm_tf/inference/nplm_format.py",

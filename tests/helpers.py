@@ -482,8 +482,9 @@ def module_file(name: str) -> str | None:
     return None
 
 
-def imports_of(path: str) -> tuple[set[str], set[str]]:
-    """(project files, third-party top-level names) that the module at `path` imports, anywhere in it."""
+def imports_of(path: str, packages: bool = False) -> tuple[set[str], set[str]]:
+    """(project files, third-party top-level names) that the module at `path` imports, anywhere in it; a
+    package's `__init__.py` among them only with `packages`."""
     with open(os.path.join(ROOT, path), encoding="utf-8") as f:
         tree = ast.parse(f.read(), path)
     project, external = set(), set()
@@ -507,7 +508,7 @@ def imports_of(path: str) -> tuple[set[str], set[str]]:
                 full = f"{node.module}.{alias.name}"
                 add(full if node.module.split(".")[0] in PACKAGES and module_file(full) else node.module)
     project.discard(path)
-    return {p for p in project if not p.endswith("__init__.py")}, external
+    return {p for p in project if packages or not p.endswith("__init__.py")}, external
 
 
 def console_scripts(text=None) -> dict[str, str]:

@@ -1,5 +1,5 @@
-"""The folders import one way: no cycle among the folders and top-level modules of nplm_tf, pipelines and tuning,
-counting imports anywhere in a file (inside functions too)."""
+"""The tree imports one way: no cycle among the folders and top-level modules of nplm_tf, pipelines and tuning,
+nor among their modules, counting imports anywhere in a file (inside functions too)."""
 
 import glob
 
@@ -89,3 +89,23 @@ def test_a_cycle_is_found_where_there_is_one():
     planted = {"a": {"b": []}, "b": {"c": []}, "c": {"a": []}, "d": {"a": []}}
     assert cycles(planted) == [["a", "b", "c"]]
     assert cycles({"a": {"b": []}, "b": {"c": []}}) == []
+
+
+def module_graph() -> dict[str, dict[str, list[str]]]:
+    """module -> module it imports (a package's `__init__.py` included) -> that edge, anywhere in the file."""
+    graph = {}
+    for package in PACKAGES:
+        for path in glob.glob(f"{package}/**/*.py", root_dir=helpers.ROOT, recursive=True):
+            for imported in helpers.imports_of(path, packages=True)[0]:
+                if imported.split("/")[0] in PACKAGES:
+                    graph.setdefault(path, {})[imported] = [f"{path} -> {imported}"]
+    return graph
+
+
+def test_the_modules_import_one_way():
+    """No circle between modules either, imports inside functions counted (objectives once imported the model,
+    which imported objectives inside `compile_model`; the heads' factory imported objectives, which import it)."""
+    graph = module_graph()
+    assert "nplm_tf/network/heads/__init__.py" in graph["nplm_tf/network/objectives.py"]  # packages are nodes
+    found = cycles(graph)
+    assert not found, f"import cycles between modules: {found}"

@@ -244,7 +244,7 @@ def test_network_tail_training_loss_is_the_exact_negative_log_probability():
     layer.b.assign(tf.random.stateless_normal([V + 1], seed=[7, 8]))
     context = tf.constant(np.random.default_rng(4).integers(0, V + 1, size=(64, 2)), tf.int32)
     target = tf.constant(np.arange(64) % V, tf.int32)  # list and tail words alike
-    objective = heads.objective(config, model.head, np.ones(V))
+    objective = objectives.of_config(config, model.head, np.ones(V))
     nll, regularization = objective.losses(model, context, target)
     expected = -heads.named("network", 6, V).log_prob(model(context), context, target).numpy()
     np.testing.assert_allclose(nll.numpy(), expected, rtol=1e-5)
@@ -264,7 +264,7 @@ def test_network_tail_training_gradients_are_those_of_the_exact_loss():
     layer.b.assign(tf.random.stateless_normal([V + 1], seed=[7, 9]))
     context = tf.constant(np.random.default_rng(5).integers(0, V + 1, size=(64, 2)), tf.int32)
     target = tf.constant(np.arange(64) % V, tf.int32)
-    objective = heads.objective(config, model.head, np.ones(V))
+    objective = objectives.of_config(config, model.head, np.ones(V))
     with tf.GradientTape() as tape:
         nll, regularization = objective.losses(model, context, target)
         loss = tf.reduce_mean(nll) + regularization

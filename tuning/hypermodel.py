@@ -10,8 +10,8 @@ import os
 import keras_tuner
 
 from nplm_tf.config import Config
-from nplm_tf.network import heads
 from nplm_tf.network import model as model_lib
+from nplm_tf.network import objectives
 from nplm_tf.training import callbacks as callbacks_lib
 from nplm_tf.training import trainer
 from pipelines import corpus as corpus_lib
@@ -120,7 +120,7 @@ class NPLMHyperModel(keras_tuner.HyperModel):
             model,
             config,
             steps_per_execution=_steps_per_execution(),
-            objective=heads.objective(config, model.head, self.counts),
+            objective=objectives.of_config(config, model.head, self.counts),
         )
 
     def fit(self, hp, model, *args, callbacks=(), epochs=None, **kwargs):

@@ -202,7 +202,7 @@ def build(
         model = model_lib.build_model(config, vocab_size, head)
         optimizer = optimizers.make_optimizer(config)
         optimizer.build(model.trainable_variables)
-    model.objective = heads.objective(config, model.head, counts)
+    model.objective = objectives.of_config(config, model.head, counts)
     return model, optimizer
 
 

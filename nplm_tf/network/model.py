@@ -6,7 +6,7 @@ import keras
 import tensorflow as tf
 
 from nplm_tf.config import Config
-from nplm_tf.network import heads
+from nplm_tf.network import heads, objectives
 from nplm_tf.network import step as step_lib
 from nplm_tf.network.heads.ops import log_softmax_at, token_nll  # noqa: F401  (the softmax's losses)
 from nplm_tf.network.layer import NPLMLayer
@@ -14,16 +14,6 @@ from nplm_tf.network.optimizers import make_optimizer
 
 
 @keras.saving.register_keras_serializable(package="nplm_tf")
-class NegativeLogLikelihood(keras.losses.Loss):
-    """Mean -ln P(target | context): the paper's training criterion before R(θ)."""
-
-    def __init__(self, name="nll", **kwargs):
-        super().__init__(name=name, **kwargs)
-
-    def call(self, y_true, y_pred):
-        return token_nll(y_true, y_pred)
-
-
 @keras.saving.register_keras_serializable(package="nplm_tf")
 class NPLMModel(keras.Model):
     """The functional model of equation (1), trained by its `objective` (`network.objectives`).
@@ -75,8 +65,6 @@ def build_model(config: Config, vocab_size: int, head: heads.Head | None = None)
 
 def compile_model(model: keras.Model, config: Config, steps_per_execution: int = 1, objective=None) -> keras.Model:
     """Compiles for training `objective` (default: the model's head's own loss)."""
-    from nplm_tf.network import objectives
-
     model.objective = objective or objectives.HeadObjective(model.head)
     # No compiled metrics: a training-time metric would compute the softmax a
     # second time each step; validation perplexity is computed exactly per epoch.

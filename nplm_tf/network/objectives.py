@@ -20,9 +20,27 @@ import tensorflow as tf
 
 from nplm_tf.network import heads
 from nplm_tf.network import layer as layer_lib
-from nplm_tf.network.model import NegativeLogLikelihood
+from nplm_tf.network.heads.ops import token_nll
 
 NOISE_DISTORTION = 0.75  # noise ∝ count^0.75
+
+
+class NegativeLogLikelihood(keras.losses.Loss):
+    """Mean -ln P(target | context): the paper's training criterion before R(θ)."""
+
+    def __init__(self, name="nll", **kwargs):
+        super().__init__(name=name, **kwargs)
+
+    def call(self, y_true, y_pred):
+        return token_nll(y_true, y_pred)
+
+
+def of_config(config, head: heads.Head, counts) -> Objective:
+    """What training minimizes: the head's loss, or (`--loss`) a sampled estimate of the full softmax's.
+    `counts`: the vocabulary's train counts (the sampled losses' noise)."""
+    if heads.sampled(config):
+        return Sampled(config.loss, config.num_sampled, counts, seed=config.seed)
+    return HeadObjective(head)
 
 
 class Objective:

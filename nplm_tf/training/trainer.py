@@ -18,7 +18,7 @@ import tensorflow as tf
 
 from nplm_tf.config import STEPS_PER_EXECUTION, Config
 from nplm_tf.inference import embeddings
-from nplm_tf.network import heads, loading, scoring
+from nplm_tf.network import heads, loading, objectives, scoring
 from nplm_tf.network import model as model_lib
 from nplm_tf.run_dir import RunDir, TrainingLock
 from nplm_tf.serving import saved_model
@@ -37,7 +37,7 @@ def build_compiled_model(
     with strategy.scope():
         model = model_lib.build_model(config, vocab.size, head)
         steps = STEPS_PER_EXECUTION if strategy.num_replicas_in_sync == 1 else 1
-        objective = heads.objective(config, model.head, vocab.counts)
+        objective = objectives.of_config(config, model.head, vocab.counts)
         model_lib.compile_model(model, config, steps_per_execution=steps, objective=objective)
     return model
 

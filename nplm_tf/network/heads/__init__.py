@@ -9,7 +9,7 @@
 | `network` | `network_tail.NetworkTail` | \\|V\\| + 1 |
 | `--classes=C` (no short list) | `classes.ClassSoftmax` | C + \\|V\\| |
 
-The interface is `base.Head`. This module is the only place that reads `config.tail`, `config.classes` and `config.loss`;
+The interface is `base.Head`. This module is the only place that reads `config.tail` and `config.classes` (`objectives.of_config`, `config.loss`);
 it imports no TensorFlow (the NumPy inference path uses the heads too).
 """
 
@@ -74,13 +74,3 @@ def lazy_updates(config) -> bool:
     """Whether Adam updates only the rows a batch uses (`optimizers.FusedAdam`'s `lazy`): the sampled losses,
     and the heads that say so (`Head.lazy_updates`)."""
     return sampled(config) or head_class(name_of(config)).lazy_updates
-
-
-def objective(config, head: Head, counts):
-    """What training minimizes: the head's loss, or (`--loss`) a sampled estimate of the full softmax's.
-    `counts`: the vocabulary's train counts (the sampled losses' noise)."""
-    from nplm_tf.network import objectives
-
-    if sampled(config):
-        return objectives.Sampled(config.loss, config.num_sampled, counts, seed=config.seed)
-    return objectives.HeadObjective(head)
