@@ -245,3 +245,36 @@ def test_throughput_times_a_head_beside_the_full_softmax_in_turns(tmp_path):
         out["tokens_per_second_runs"], out["softmax_tokens_per_second_runs"], out["over_softmax_runs"], strict=True
     ):
         assert ours > 0 and theirs > 0 and ratio == pytest.approx(ours / theirs, rel=0.01)
+
+
+PRINTED = """
+Genesis 1
+
+  1 In the beginning God created the heaven and the earth.
+  2 And the earth was without form, and void; and darkness was upon the face of
+the deep. And the LORD's Spirit moved 7 times.
+
+Genesis 2
+
+  1 Thus the heavens were finished.
+"""
+
+
+def test_the_kjv_corpus_reads_the_programs_chapters_and_verses(tmp_path):
+    from benchmarks import kjv_corpus
+
+    chapters = kjv_corpus.chapters(PRINTED)
+    assert len(chapters) == 2 and len(chapters[0]) == 2 and chapters[1] == ["Thus the heavens were finished."]
+    assert chapters[0][1].endswith("face of the deep. And the LORD's Spirit moved 7 times.")  # wrapped lines joined
+    assert kjv_corpus.tokens(chapters[0][1]).split()[-6:] == ["LORD's", "Spirit", "moved", "7", "times", "."]
+    assert [kjv_corpus.split_of(i) for i in (0, 17, 18, 19, 20, 38, 39)] == [
+        "train", "train", "valid", "test", "train", "valid", "test"
+    ]  # fmt: skip
+    fake = tmp_path / "bible"
+    fake.write_text("#!/bin/sh\nprintf '\\nGenesis 1\\n\\n  1 In the beginning.\\n'\n")
+    fake.chmod(0o755)
+    result = helpers.run_binary("benchmarks.kjv_corpus", f"--bible={fake}", f"--output={tmp_path / 'out'}")
+    helpers.assert_one_sentence(result, "printed 1 chapters, not the King James Bible's 1,189")
+    assert not (tmp_path / "out").exists()
+    missing = helpers.run_binary("benchmarks.kjv_corpus", f"--bible={tmp_path / 'none'}", f"--output={tmp_path / 'o'}")
+    helpers.assert_one_sentence(missing, "could not print the text")
