@@ -17,7 +17,9 @@ resampling the runs as well as the test units.
 trains the best model instead (`experiments/best.py`): the networks of the
 shipped recipe (`nplm_tf/configs/brown_best.json`, or --config_json; with
 --seeds, one network per seed), their ensemble, and the ensemble mixed with
-KN5, in OUTPUT/best.md and best.json, the fit in OUTPUT/ensemble.json.
+KN5, in OUTPUT/best.md and best.json, the fit in OUTPUT/ensemble.json. The
+corpus flags train it on your corpus; `--budget=2h` trains as many networks
+as fit in two hours, the most valuable first.
 """
 
 import json
@@ -44,6 +46,12 @@ CONFIG_JSON = app.define_path(
     "Training settings shared by every network (default: nplm_tf's; with --best, nplm_tf/configs/brown_best.json).",
 )
 EPOCHS = flags.DEFINE_integer("epochs", None, "Epochs per network (default: the config's; 1 with --quick).")
+BUDGET = flags.DEFINE_string(
+    "budget",
+    None,
+    "With --best: the time the run may take (2h, 90m, 45min, 600s): networks train, the most valuable first, "
+    "while the next one fits in what is left (at least one), and the ensemble keeps those trained.",
+)
 SEEDS = flags.DEFINE_list(
     "seeds",
     [],
@@ -76,19 +84,38 @@ def settings():
         raise UserError(f"--seeds={','.join(SEEDS.value)} names a seed twice.")
     for seed in seeds:
         base.replace(seed=seed)  # each in the config's range, or the config's one sentence
-    return base, seeds, corpus_flags.corpus_from_flags()
+    budget = budget_seconds(BUDGET.value)
+    if budget is not None and not BEST.value:
+        raise UserError("--budget is for --best (it chooses how many of the recipe's networks train).")
+    return base, seeds, corpus_flags.corpus_from_flags(), budget
+
+
+def budget_seconds(text: str | None) -> float | None:
+    """--budget in seconds: a positive number and a unit, h, m, min or s (2h, 90m, 1.5h), or None."""
+    if text is None:
+        return None
+    units = {"h": 3600.0, "m": 60.0, "min": 60.0, "s": 1.0}
+    number = text.strip().rstrip("hmins")
+    unit = text.strip()[len(number) :]
+    try:
+        seconds = float(number) * units[unit]
+    except (KeyError, ValueError):
+        seconds = 0.0
+    if not seconds > 0 or seconds == float("inf"):
+        raise UserError(f"--budget={text} must be a positive time with its unit: 2h, 90m or 600s.")
+    return seconds
 
 
 def main(argv, checked):
     from nplm_tf.experiments import table1
 
     start = time.perf_counter()
-    base, seeds, corpus = checked  # from settings()
+    base, seeds, corpus, budget = checked  # from settings()
     command = "python -m nplm_tf.reproduce " + " ".join(sys.argv[1:])
     if BEST.value:
         from nplm_tf.experiments import best
 
-        result = best.run_recipe(OUTPUT.value, corpus, base, seeds)
+        result = best.run_recipe(OUTPUT.value, corpus, base, seeds, budget)
         best.write(OUTPUT.value, result, command)
         print(json.dumps({r["name"]: round(r["test"], 2) for r in result["rows"]}))
         return

@@ -7,6 +7,7 @@ import os
 import pytest
 
 from nplm_tf.experiments import table1
+from pipelines.errors import UserError
 from tests import helpers
 
 
@@ -210,3 +211,44 @@ def test_the_shipped_recipe_is_a_configuration_train_reads():
     config = Config.from_json(best.CONFIG)  # every key a field, every value in range
     assert {k: getattr(config, k) for k in shipped} == shipped
     assert os.path.relpath(best.CONFIG, helpers.ROOT) == "nplm_tf/configs/brown_best.json"  # setup.py ships it
+
+
+def test_a_budget_trains_the_most_valuable_networks_that_fit(tmp_path):
+    """--budget: the recipe's own network first; after it, the next would not fit in a second, so the ensemble
+    keeps one network, says why, and is built and mixed as with all four."""
+    from nplm_tf.experiments import best
+
+    paths = helpers.tiny_corpus_files(tmp_path, train=50, valid=10, test=10)
+    base = tmp_path / "base.json"
+    base.write_text(json.dumps(helpers.tiny_config().to_dict()))
+    out = str(tmp_path / "best")
+    args = [f"--output={out}", "--best", "--quick", f"--config_json={base}", "--budget=1s", *helpers.files_flags(paths)]
+    result = helpers.run_binary("nplm_tf.reproduce", *args)
+    assert result.returncode == 0, result.stderr[-3000:]
+    rows = [r["name"] for r in json.load(open(os.path.join(out, "best.json")))["rows"]]
+    assert rows[:2] == [best.MEMBERS[-1][0], "ensemble of the networks"] and rows[-1] == "Kneser-Ney 5-gram"
+    assert "the ensemble keeps the 1 trained" in result.stdout and "budget: 0 of 0 minutes used" in result.stdout
+
+
+def test_the_budget_reads_a_time_with_its_unit_and_stops_before_a_network_that_would_not_fit():
+    from nplm_tf import reproduce
+    from nplm_tf.experiments import best
+
+    assert [reproduce.budget_seconds(t) for t in ("2h", "90m", "45min", "600s", "1.5h", None)] == [
+        7200.0, 5400.0, 2700.0, 600.0, 5400.0, None
+    ]  # fmt: skip
+    for bad in ("90", "2d", "-1h", "0m", "infh", "h", "nanh"):
+        with pytest.raises(UserError, match="must be a positive time with its unit"):
+            reproduce.budget_seconds(bad)
+    trained = {"name": "a", "seconds_here": 600.0, "train_seconds": 590.0}
+    found = {"name": "b", "seconds_here": 2.0, "train_seconds": 700.0}  # finished on disk: only read
+    assert best.within_budget([], 0.0, 1.0) is None  # at least one network trains
+    assert best.within_budget([trained], 700.0, 1300.0) is None  # 700 + 600 fits
+    assert "the next network would take about 10 more" in best.within_budget([trained], 701.0, 1300.0)
+    assert best.within_budget([found], 100.0, 101.0) is None  # nothing trained here: nothing to foresee
+    assert best.within_budget([trained], 1e9, None) is None  # no budget
+
+
+def test_a_budget_without_best_is_one_sentence(tmp_path):
+    result = helpers.run_binary("nplm_tf.reproduce", f"--output={tmp_path / 'o'}", "--budget=2h")
+    helpers.assert_one_sentence(result, "--budget is for --best")

@@ -130,17 +130,46 @@ def remaining(networks: list[dict], left: int) -> str:
     return f"{took}; {left} to go, about {minutes:.0f} minutes more\n"
 
 
-def run_recipe(output_dir: str, corpus: corpus_lib.Corpus, base: Config, seeds: list[int]) -> dict:
+def within_budget(networks: list[dict], used: float, budget: float | None) -> str | None:
+    """None while another network fits in `budget` seconds (`used` spent so far; at least one network always
+    trains), else the line that says why training stops: the next network would take about what the last one
+    this run trained took."""
+    if budget is None or not networks:
+        return None
+    trained = [r["seconds_here"] for r in networks if r["seconds_here"] >= 0.5 * (r["train_seconds"] or 0) > 0]
+    next_one = sum(trained) / len(trained) if trained else 0.0
+    if used + next_one <= budget:
+        return None
+    return (
+        f"budget: {used / 60:.0f} of {budget / 60:.0f} minutes used, and the next network would take about "
+        f"{next_one / 60:.0f} more: the ensemble keeps the {len(networks)} trained\n"
+    )
+
+
+def run_recipe(
+    output_dir: str, corpus: corpus_lib.Corpus, base: Config, seeds: list[int], budget: float | None = None
+) -> dict:
+    """The recipe's rows. With `budget` (seconds), networks train, the most valuable first (the recipe's own
+    longest context, then the shorter ones), while the next one fits in what is left; at least one does."""
     start = time.perf_counter()
     kn5 = table1.ngram_row(output_dir, corpus, base, table1.NGRAMS[-1])
     kn5["seconds_here"] = time.perf_counter() - start
     networks, todo = [], members(base, seeds)
+    if budget is not None:
+        todo = todo[::-1]
     for i, (name, config) in enumerate(todo):
+        stop = within_budget(networks, time.perf_counter() - start, budget)
+        if stop:
+            print(stop, end="", flush=True)
+            break
         print(
             f"{name}: n={config.order}, h={config.hidden_dim}, m={config.feature_dim}, seed={config.seed}", flush=True
         )
         networks.append(network_row(output_dir, corpus, name, config))
         print(remaining(networks, len(todo) - i - 1), end="", flush=True)
+        if budget is not None:
+            used = time.perf_counter() - start
+            print(f"budget: {used / 60:.0f} of {budget / 60:.0f} minutes used, {max(budget - used, 0) / 60:.0f} left")
     rows = networks + ensemble_rows(output_dir, corpus, networks, kn5) + [kn5]
     for r in rows:
         r["ratio_to_kn5"] = r["test"] / kn5["test"]
