@@ -84,26 +84,14 @@ def settings():
         raise UserError(f"--seeds={','.join(SEEDS.value)} names a seed twice.")
     for seed in seeds:
         base.replace(seed=seed)  # each in the config's range, or the config's one sentence
-    budget = budget_seconds(BUDGET.value)
-    if budget is not None and not BEST.value:
-        raise UserError("--budget is for --best (it chooses how many of the recipe's networks train).")
+    budget = None
+    if BUDGET.value is not None:
+        if not BEST.value:
+            raise UserError("--budget is for --best (it chooses how many of the recipe's networks train).")
+        from nplm_tf.experiments import best
+
+        budget = best.budget_seconds(BUDGET.value)
     return base, seeds, corpus_flags.corpus_from_flags(), budget
-
-
-def budget_seconds(text: str | None) -> float | None:
-    """--budget in seconds: a positive number and a unit, h, m, min or s (2h, 90m, 1.5h), or None."""
-    if text is None:
-        return None
-    units = {"h": 3600.0, "m": 60.0, "min": 60.0, "s": 1.0}
-    number = text.strip().rstrip("hmins")
-    unit = text.strip()[len(number) :]
-    try:
-        seconds = float(number) * units[unit]
-    except (KeyError, ValueError):
-        seconds = 0.0
-    if not seconds > 0 or seconds == float("inf"):
-        raise UserError(f"--budget={text} must be a positive time with its unit: 2h, 90m or 600s.")
-    return seconds
 
 
 def main(argv, checked):

@@ -261,13 +261,13 @@ Genesis 2
 
 
 def test_the_kjv_corpus_reads_the_programs_chapters_and_verses(tmp_path):
-    from benchmarks import kjv_corpus
+    from pipelines import kjv
 
-    chapters = kjv_corpus.chapters(PRINTED)
+    chapters = kjv.chapters(PRINTED)
     assert len(chapters) == 2 and len(chapters[0]) == 2 and chapters[1] == ["Thus the heavens were finished."]
     assert chapters[0][1].endswith("face of the deep. And the LORD's Spirit moved 7 times.")  # wrapped lines joined
-    assert kjv_corpus.tokens(chapters[0][1]).split()[-6:] == ["LORD's", "Spirit", "moved", "7", "times", "."]
-    assert [kjv_corpus.split_of(i) for i in (0, 17, 18, 19, 20, 38, 39)] == [
+    assert kjv.tokens(chapters[0][1]).split()[-6:] == ["LORD's", "Spirit", "moved", "7", "times", "."]
+    assert [kjv.split_of(i) for i in (0, 17, 18, 19, 20, 38, 39)] == [
         "train", "train", "valid", "test", "train", "valid", "test"
     ]  # fmt: skip
     fake = tmp_path / "bible"

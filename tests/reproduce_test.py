@@ -231,15 +231,14 @@ def test_a_budget_trains_the_most_valuable_networks_that_fit(tmp_path):
 
 
 def test_the_budget_reads_a_time_with_its_unit_and_stops_before_a_network_that_would_not_fit():
-    from nplm_tf import reproduce
     from nplm_tf.experiments import best
 
-    assert [reproduce.budget_seconds(t) for t in ("2h", "90m", "45min", "600s", "1.5h", None)] == [
+    assert [best.budget_seconds(t) for t in ("2h", "90m", "45min", "600s", "1.5h", None)] == [
         7200.0, 5400.0, 2700.0, 600.0, 5400.0, None
     ]  # fmt: skip
     for bad in ("90", "2d", "-1h", "0m", "infh", "h", "nanh"):
         with pytest.raises(UserError, match="must be a positive time with its unit"):
-            reproduce.budget_seconds(bad)
+            best.budget_seconds(bad)
     trained = {"name": "a", "seconds_here": 600.0, "train_seconds": 590.0}
     found = {"name": "b", "seconds_here": 2.0, "train_seconds": 700.0}  # finished on disk: only read
     assert best.within_budget([], 0.0, 1.0) is None  # at least one network trains
