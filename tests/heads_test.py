@@ -108,3 +108,14 @@ def test_a_softmax_head_trains_on_the_loss_of_its_logits_with_the_bias_inside(na
 
     for fused, reference in zip(run(True), run(False), strict=True):
         np.testing.assert_allclose(fused, reference, rtol=1e-5, atol=1e-6)
+
+
+def test_every_loss_a_model_compiles_is_registered_for_keras_to_reload():
+    """model.keras holds the compiled loss by its registered name: the sampled objectives' and the heads'."""
+    import keras
+
+    from nplm_tf.network import objectives
+
+    for loss in (objectives.NegativeLogLikelihood, objectives.HeadNLL):
+        assert keras.saving.get_registered_object(keras.saving.get_registered_name(loss)) is loss
+        assert keras.saving.get_registered_name(loss) == f"nplm_tf>{loss.__name__}"

@@ -1,4 +1,4 @@
-"""The Keras functional model of equation (1) and its loss, -ln P(target | context)."""
+"""The Keras functional model of equation (1) (its loss, -ln P(target | context): `network.objectives`)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,6 @@ from nplm_tf.network.layer import NPLMLayer
 from nplm_tf.network.optimizers import make_optimizer
 
 
-@keras.saving.register_keras_serializable(package="nplm_tf")
 @keras.saving.register_keras_serializable(package="nplm_tf")
 class NPLMModel(keras.Model):
     """The functional model of equation (1), trained by its `objective` (`network.objectives`).

@@ -25,6 +25,7 @@ from nplm_tf.network.heads.ops import token_nll
 NOISE_DISTORTION = 0.75  # noise ∝ count^0.75
 
 
+@keras.saving.register_keras_serializable(package="nplm_tf")
 class NegativeLogLikelihood(keras.losses.Loss):
     """Mean -ln P(target | context): the paper's training criterion before R(θ)."""
 
