@@ -131,6 +131,9 @@ def test_the_savedmodel_ranks_scores_and_generates_over_the_whole_vocabulary(tra
     paths, runs, _, _ = trained
     config = json.load(open(os.path.join(runs["classes"], "config.json")))
     assert config["classes"] == -1
+    # its outputs are no one softmax, so no ln Z of them is reported (the full softmax's is)
+    assert "valid_log_normalizer" not in json.load(open(os.path.join(runs["classes"], "metrics.json")))
+    assert "valid_log_normalizer" in json.load(open(os.path.join(runs["softmax"], "metrics.json")))
     served = tf.saved_model.load(os.path.join(runs["classes"], "export", "1"))
     words = [line.split("\t")[0] for line in open(os.path.join(runs["classes"], "vocab.tsv"), encoding="utf-8")]
     top = served.signatures["next_word"](text=tf.constant(["the cat"]), k=tf.constant(len(words)))

@@ -178,7 +178,7 @@ def finish_run(
     run.load_best_weights(model)
     mixed = write and run.read_mixture()  # fitted by evaluate --ngram_dir to the network as it was
     probs = {} if mixed else None
-    with phase("exact valid and test perplexity" + ("" if config.shortlist else " and ln Z")):
+    with phase("exact valid and test perplexity" + (" and ln Z" if reports_log_z(config) else "")):
         # In float32 whatever the run trained in, as every other path scores (`loading.load_trained`).
         scorer = model if config.precision == loading.SCORING_PRECISION else loading.load_trained(model_dir)[2]
         metrics = evaluate_all(scorer, data, corpus, config, probs)
@@ -233,13 +233,20 @@ def refit_mixture(
     return report, ngram
 
 
+def reports_log_z(config: Config) -> bool:
+    """Whether the model's outputs are one softmax over the vocabulary (the full softmax, however trained), so
+    that ln Z = ln Σ_w exp(y_w) says how near its raw outputs are to log-probabilities; a short list's or the
+    class-factored head's outputs are normalized otherwise."""
+    return heads.name_of(config) == "softmax"
+
+
 def evaluate_all(
     model: keras.Model, data: Data, corpus: corpus_lib.Corpus, config: Config, probs: dict | None = None
 ) -> dict:
     """Exact valid and test perplexity (and more) of `model`; `probs`: filled with each split's P per token."""
     batch_nll = scoring.nll_function(model)
     scores, log_z = {}, []
-    full_softmax = not config.shortlist  # how near its raw outputs are to ln P: ln Z on valid, in the same pass
+    full_softmax = reports_log_z(config)  # how near its raw outputs are to ln P: ln Z on valid, in the same pass
     if full_softmax:
         fused = scoring.nll_and_log_z_function(model)
 
