@@ -45,10 +45,9 @@ class ClassSoftmax(base.Head):
         super().__init__(list_size, vocab_size, ngram, self_normalize)
         if not 1 <= self.list_size <= self.vocab_size:
             raise ValueError(f"{self.list_size} classes over |V| = {self.vocab_size}: need 1 ≤ C ≤ |V|.")
-        self.classes = self.list_size
-        self.size = -(-self.vocab_size // self.classes)  # S, words a class
-        self.classes = -(-self.vocab_size // self.size)  # C once no class is empty (|V| = 10, C = 4: S = 3, C = 4)
-        self.list_size = self.classes
+        self.size = -(-self.vocab_size // self.list_size)  # S, words a class
+        # C once no class is empty (|V| = 10, C = 6: S = 2, C = 5)
+        self.classes = self.list_size = -(-self.vocab_size // self.size)
 
     def output_size(self) -> int:
         return self.classes + self.vocab_size
