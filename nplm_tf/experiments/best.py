@@ -119,10 +119,15 @@ def ensemble_rows(output_dir: str, corpus: corpus_lib.Corpus, networks: list[dic
     return rows
 
 
+def _trained_here(networks: list[dict]) -> list[float]:
+    """The seconds of the networks this run trained (a network found finished on disk takes only its reading)."""
+    return [r["seconds_here"] for r in networks if r["seconds_here"] >= 0.5 * (r["train_seconds"] or 0) > 0]
+
+
 def remaining(networks: list[dict], left: int) -> str:
-    """A line on the time the networks still to train will take, from those this run trained (a network found
-    finished on disk takes only its reading), or nothing where there is no such network or none is left."""
-    trained = [r["seconds_here"] for r in networks if r["seconds_here"] >= 0.5 * (r["train_seconds"] or 0) > 0]
+    """A line on the time the networks still to train will take, from those this run trained, or nothing where
+    there is no such network or none is left."""
+    trained = _trained_here(networks)
     if not trained or not left:
         return ""
     minutes = left * sum(trained) / len(trained) / 60
@@ -153,7 +158,7 @@ def within_budget(networks: list[dict], used: float, budget: float | None) -> st
     this run trained took."""
     if budget is None or not networks:
         return None
-    trained = [r["seconds_here"] for r in networks if r["seconds_here"] >= 0.5 * (r["train_seconds"] or 0) > 0]
+    trained = _trained_here(networks)
     next_one = sum(trained) / len(trained) if trained else 0.0
     if used + next_one <= budget:
         return None
