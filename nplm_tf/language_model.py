@@ -273,7 +273,7 @@ class LanguageModel:
             with np.errstate(divide="ignore"):
                 return np.log10(row)
         if offset.__class__ is str:  # RAW (compared by type: a pickled copy has its own string)
-            return np.array([self.network.raw_output(row, w) for w in range(self.vocab_size)]) * _LOG10_E
+            return self.network.raw_outputs(row).astype(np.float64) * _LOG10_E
         return (row.astype(np.float64) - offset) * _LOG10_E
 
     # ------------------------------------------------------------- internals --

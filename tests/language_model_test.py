@@ -236,6 +236,7 @@ def test_raw_scores_are_the_networks_outputs_from_the_precomputed_first_layer(mo
         np.testing.assert_allclose(from_tables[:-1], hidden[r], rtol=1e-5, atol=1e-6)
         for w in rng.integers(0, network.vocab_size, size=5):
             assert network.raw_output(from_tables, int(w)) == pytest.approx(float(y[r, w]), abs=1e-5)
+        np.testing.assert_allclose(network.raw_outputs(from_tables), y[r], atol=1e-5)  # every word at once
     exact = nplm_tf.LanguageModel(models["selfnorm"])
     for sentence in SENTENCES:
         state, out = nplm_tf.State(), nplm_tf.State()
@@ -245,6 +246,7 @@ def test_raw_scores_are_the_networks_outputs_from_the_precomputed_first_layer(mo
         for word, i in zip(sentence.split() + ["</s>"], ids):
             expected = float(network.logits(network.hidden(np.array([context])))[0, i]) / np.log(10)
             assert raw.BaseScore(state, word, out) == pytest.approx(expected, abs=1e-5)
+            assert raw.next_word_log10(state)[i] == pytest.approx(raw.BaseScore(state, word, out), abs=1e-6)
             state, out = out, state
             context = context[1:] + [i]
         # self-normalized: the raw score is near the exact one (ln Z near 0), not equal to it

@@ -150,11 +150,20 @@ class NumpyNetwork:
     def raw_output(self, hidden: np.ndarray, word: int) -> float:
         """y_word = b + U·tanh(d + H·x) of a `raw_hidden` (no direct connections): the network's raw score,
         a log-probability only where the network is self-normalized (ln Z near 0)."""
+        rows = self._output_rows if self._output_rows is not None else self._raw_rows()
+        return float(np.dot(rows[word], hidden))
+
+    def raw_outputs(self, hidden: np.ndarray) -> np.ndarray:
+        """`raw_output` of every word, (|V|,) float32: one matrix-vector product."""
+        return self._raw_rows() @ hidden
+
+    def _raw_rows(self) -> np.ndarray:
+        """[U; b] a row per word, (|V|, h + 1), b last, built on first use and kept."""
         if self._output_rows is None:
             if self.W is not None:
                 raise ConfigError("raw scoring covers networks without direct connections (trained --nodirect).")
-            self._output_rows = np.ascontiguousarray(self._biased.T)  # (|V|, h + 1): a word's row, b last
-        return float(np.dot(self._output_rows[word], hidden))
+            self._output_rows = np.ascontiguousarray(self._biased.T)
+        return self._output_rows
 
     def logits(self, parts: list[np.ndarray], start: int = 0, stop: int | None = None) -> np.ndarray:
         """y = b + W·x + U·tanh(d + H·x) for outputs start..stop-1, (rows, stop - start) float32."""
