@@ -52,12 +52,12 @@ def main(argv, paths):
     os.makedirs(OUTPUT.value, exist_ok=True)
     counts = {}
     for name in SPLITS:
-        kept = [c for i, c in enumerate(found) if split_of(i) == name]
-        files.write_text(paths[name], "\n".join("".join(tokens(v) + "\n" for v in c) for c in kept))
+        kept = [[tokens(v) for v in c] for i, c in enumerate(found) if split_of(i) == name]
+        files.write_text(paths[name], "\n".join("".join(v + "\n" for v in c) for c in kept))
         counts[name] = {
             "chapters": len(kept),
             "lines": sum(len(c) for c in kept),
-            "tokens": sum(len(tokens(v).split()) for c in kept for v in c),
+            "tokens": sum(len(v.split()) for c in kept for v in c),
         }
     print(json.dumps(counts))
 
