@@ -134,7 +134,8 @@ class Decoder:
         if size != len(self.tokens):
             raise UserError(f"the emissions have {size} columns, the tokens {len(self.tokens)}.")
         # The lexicon's words end in the boundary; a frame of it after the last lets the last word end where the
-        # emissions do not (a path that already ends in the boundary repeats it at no cost).
+        # emissions do not (a path that already ends in the boundary takes it as silence: the options' silence
+        # score, 0 in `lexicon_decoder`'s).
         boundary = np.full((1, size), np.log(1e-30), np.float32)
         boundary[0, self.space] = 0.0
         emissions = np.concatenate([emissions, boundary])
