@@ -22,11 +22,15 @@ import time
 from absl import flags
 
 from benchmarks import host
+from nplm_tf.config import Config
 from pipelines import app, corpus_flags
 
 PRECISION = flags.DEFINE_enum("precision", "mixed_bfloat16", ["float32", "mixed_bfloat16"], "Compute dtype.")
 OPTIMIZER = flags.DEFINE_enum("optimizer", "adam", ["sgd", "adam"], "Optimizer.")
 DIRECT = flags.DEFINE_boolean("direct", False, "Direct connections W.")
+ORDER = flags.DEFINE_integer("order", Config.order, "n: the model sees the n-1 previous words.")
+FEATURE_DIM = flags.DEFINE_integer("feature_dim", Config.feature_dim, "m: features per word.")
+HIDDEN_DIM = flags.DEFINE_integer("hidden_dim", Config.hidden_dim, "h: tanh hidden units.")
 JIT = flags.DEFINE_boolean("jit_compile", False, "XLA-compile the whole training step.")
 WARMUP = flags.DEFINE_integer("warmup_steps", 128, "Steps before timing.")
 STEPS = flags.DEFINE_integer("steps", 1024, "Timed steps.")
@@ -93,6 +97,9 @@ def check():
         precision=PRECISION.value,
         optimizer=OPTIMIZER.value,
         direct=DIRECT.value,
+        order=ORDER.value,
+        feature_dim=FEATURE_DIM.value,
+        hidden_dim=HIDDEN_DIM.value,
         batch_size=256,
         jit_compile=JIT.value,
         min_count=MIN_COUNT.value,
