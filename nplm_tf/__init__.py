@@ -4,6 +4,7 @@ Submodules are imported on use (`from nplm_tf.network import model`), so the bin
 can configure TensorFlow's logging and devices before TensorFlow loads.
 """
 
+import importlib
 import os
 
 __version__ = "0.1.0"
@@ -19,11 +20,10 @@ os.environ.setdefault("TF_CPU_ALLOCATOR_USE_BFC", "true")
 def __getattr__(name):
     """`nplm_tf.LanguageModel` and `nplm_tf.State` (KenLM's interface), imported on first use."""
     if name in ("LanguageModel", "State", "FullScoreReturn"):
+        # on first use, so that running a binary of the package does not load the library behind it
         from nplm_tf import language_model
 
         return getattr(language_model, name)
     if name == "decoders":  # needs pyctcdecode (the asr extra)
-        import importlib
-
         return importlib.import_module("nplm_tf.decoders")
     raise AttributeError(f"module 'nplm_tf' has no attribute {name!r}")

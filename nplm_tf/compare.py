@@ -40,7 +40,7 @@ import os
 
 from absl import flags
 
-from pipelines import app, tables
+from pipelines import app, corpus, per_token, tables, vocabulary
 from pipelines.errors import UserError
 
 BASELINE = flags.DEFINE_string(
@@ -77,8 +77,6 @@ FORMAT = flags.DEFINE_enum(
 
 def check():
     """The flag values, and every file read and matched token by token with the baseline's first."""
-    from pipelines import corpus, per_token
-
     if SAMPLES.value < 1:
         raise UserError(f"samples={SAMPLES.value} must be at least 1.")
     if SEED.value < 0:
@@ -120,8 +118,6 @@ def band_edges() -> list[int]:
 
 
 def read_vocab():
-    from pipelines import vocabulary
-
     path = VOCAB.value
     if os.path.isdir(path):
         path = os.path.join(path, "vocab.tsv")
@@ -129,8 +125,6 @@ def read_vocab():
 
 
 def main(argv, checked):
-    from pipelines import per_token
-
     words, baseline, candidate, edges, ids = checked
     result = per_token.compare(words, baseline, candidate, SAMPLES.value, SEED.value)
     if edges:

@@ -12,6 +12,7 @@ import math
 import numbers
 from typing import Any
 
+from nplm_tf import hardware
 from pipelines import vocabulary
 from pipelines.errors import UserError
 
@@ -123,8 +124,6 @@ class Config:
         _check(0 <= self.dropout < 1, "dropout", self.dropout, "must be in [0, 1)")
         _check(0 <= self.average < 1, "average", self.average, "must be in [0, 1) (0: no average)")
         if self.precision == "auto":
-            from nplm_tf import hardware
-
             object.__setattr__(self, "precision", hardware.fast_precision()[0])  # frozen: resolved once, here
         _check(self.precision in PRECISIONS, "precision", self.precision, f"must be one of {PRECISIONS + ('auto',)}")
         _check(self.shuffle_buffer >= 1, "shuffle_buffer", self.shuffle_buffer, "must be at least 1")

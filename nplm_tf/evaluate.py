@@ -30,6 +30,7 @@ with no blank line gets the last --cache_window words, across lines. No served m
 
 import contextlib
 import json
+import math
 import os
 import sys
 
@@ -37,8 +38,15 @@ import numpy as np
 from absl import flags
 
 from nplm_tf import run_dir
+from nplm_tf.baselines import build as ngram_lib
+from nplm_tf.baselines import cache, network_mixture
+from nplm_tf.inference import nplm_format
 from nplm_tf.network import loading
-from pipelines import app, corpus_flags, tables
+from nplm_tf.tools import ensemble
+from nplm_tf.training.data import eval_dataset
+from pipelines import app, corpus_flags, files, per_token, tables
+from pipelines import corpus as corpus_lib
+from pipelines.errors import UserError
 
 MODEL_DIR = app.define_path("model_dir", None, "A directory written by nplm_tf.train.")
 MODEL_DIRS = flags.DEFINE_string(
@@ -99,11 +107,6 @@ def check():
     --ngram_dir has the model's vocabulary, before TensorFlow loads (a bad --ngram_dir was once refused only
     after the whole split was scored). Returns (corpus, split): the corpus (for the mixture's valid split, or
     the split itself; None with --files alone) and the split to score."""
-    from nplm_tf.baselines import network_mixture
-    from pipelines import corpus as corpus_lib
-    from pipelines import files
-    from pipelines.errors import UserError
-
     if sum(bool(f.value) for f in (MODEL_DIR, MODEL_DIRS, NPLM_MODEL)) != 1:
         raise UserError(
             "give one of --model_dir (a model trained here), --model_dirs (an ensemble) and --nplm_model (an nplm "
@@ -159,12 +162,6 @@ def check():
 def check_ensemble():
     """--model_dirs and --ngram_dir's directories, their shared vocabulary, --cache's decays and the outputs,
     before any scoring."""
-    from nplm_tf.baselines import cache
-    from nplm_tf.tools import ensemble
-    from pipelines import corpus as corpus_lib
-    from pipelines import files
-    from pipelines.errors import UserError
-
     given = [f"--{f.name}" for f in (MIXTURE_PER_TOKEN, SAVE_MIXTURE, PRECISION) if f.present]
     if given:
         raise UserError(f"{', '.join(given)} is for one --model_dir; leave it out with --model_dirs.")
@@ -199,9 +196,6 @@ def check_ensemble():
 
 
 def evaluate_ensemble(corpus, split, model_dirs, ngram_dirs, decays) -> None:
-    from nplm_tf.tools import ensemble
-    from pipelines import per_token
-
     members = ensemble.Members.load(model_dirs, ngram_dirs, decays, CACHE_WINDOW.value)
     report, probs, ids = ensemble.fit_and_score(members, corpus["valid"], split)
     fit = report.pop("fit")
@@ -236,9 +230,8 @@ def main(argv, checked):
         evaluate_nplm(checked[1])
         return
     app.import_tensorflow_quietly()
+    # deferred: TensorFlow loads when this runs, not with the module
     from nplm_tf.network import scoring
-    from nplm_tf.training.data import eval_dataset
-    from pipelines import files, per_token
 
     corpus, split = checked
     config, vocab, model = loading.load_trained(MODEL_DIR.value, PRECISION.value)
@@ -277,8 +270,6 @@ def main(argv, checked):
     form = output_form()
     print(json.dumps(summary) if form == "json" else summary_table(summary), flush=True)
     if NGRAM_DIR.value:
-        from nplm_tf.baselines import network_mixture
-
         if SAVE_MIXTURE.value:
             saved = network_mixture.save_fit(MODEL_DIR.value, {"fit": fit})
             print(
@@ -296,12 +287,6 @@ def main(argv, checked):
 
 def evaluate_nplm(split) -> None:
     """Exact perplexity of an nplm toolkit model on `split`, in NumPy."""
-    import math
-
-    from nplm_tf.inference import nplm_format
-    from pipelines import corpus as corpus_lib
-    from pipelines import files, per_token
-
     model = nplm_format.NplmModel.read(NPLM_MODEL.value)
     lines = [tokens for tokens in (corpus_lib.tokenize(line) for line in split.iter_lines()) if tokens]
     ln_p, seen, unknown = model.line_log_probs(lines)
@@ -338,10 +323,8 @@ def summary_table(summary: dict) -> str:
 
 
 def mix_with_ngram(config, vocab, model, valid, split, eval_probs, progress=False, per_token=None):
-    from nplm_tf.baselines import build as ngram_lib
-    from nplm_tf.baselines import network_mixture
+    # deferred: TensorFlow loads when this runs, not with the module
     from nplm_tf.network import scoring
-    from nplm_tf.training.data import eval_dataset
 
     ngram = ngram_lib.load(NGRAM_DIR.value)  # its vocabulary was checked before TensorFlow loaded (`check`)
     valid_probs = scoring.token_probabilities(model, eval_dataset(valid, vocab, config), progress)

@@ -24,11 +24,16 @@ spread over validation contexts to show how near.
 
 import json
 import os
+import sys
 
 from absl import flags
 
-from nplm_tf import run_dir
-from pipelines import app
+from nplm_tf import hardware, run_dir
+from nplm_tf.config import ConfigError
+from nplm_tf.inference import nplm_format
+from nplm_tf.network import loading
+from nplm_tf.tools import ensemble
+from pipelines import app, files
 
 MODEL_DIR = app.define_path("model_dir", None, "A directory written by nplm_tf.train.")
 ENSEMBLE = app.define_path(
@@ -53,16 +58,11 @@ FORMAT = flags.DEFINE_enum(
 def check():
     """The version and that --model_dir holds a trained model, before TensorFlow loads; with --ensemble, the
     fit read and checked once: (fit, weights, vocabulary), which `main` exports."""
-    from nplm_tf.config import ConfigError
-    from pipelines import files
-
     if VERSION.value is not None and VERSION.value < 0:
         raise ConfigError(f"version={VERSION.value} must be a non-negative integer.")
     if bool(MODEL_DIR.value) == bool(ENSEMBLE.value):
         raise ConfigError("give one of --model_dir (a trained model) and --ensemble (an ensemble's fit).")
     if ENSEMBLE.value:
-        from nplm_tf.tools import ensemble
-
         if FORMAT.value != "savedmodel" or not EXPORT_DIR.value or MIXTURE.present:
             raise ConfigError("--ensemble writes a SavedModel to --export_dir (no --format=nplm, no --mixture).")
         files.check_input_file("ensemble", ENSEMBLE.value)
@@ -72,8 +72,6 @@ def check():
         return fit, weights, vocab
     run = run_dir.check_trained(MODEL_DIR.value)
     if FORMAT.value == "nplm":
-        from nplm_tf.inference import nplm_format
-
         if not EXPORT_DIR.value:
             raise ConfigError("--format=nplm needs --export_dir=FILE, the model file to write.")
         given = [f"--{f.name}" for f in (VERSION, PRECISION) if f.present]
@@ -92,14 +90,11 @@ def check():
 
 
 def main(argv, checked):
-    import sys
-
     if FORMAT.value == "nplm":
         export_nplm()
         return
     app.import_tensorflow_quietly()
-    from nplm_tf import hardware
-    from nplm_tf.network import loading
+    # deferred: TensorFlow loads when this runs, not with the module
     from nplm_tf.serving import saved_model
 
     if ENSEMBLE.value:
@@ -121,10 +116,6 @@ def main(argv, checked):
 
 def export_nplm() -> None:
     """The nplm model file, and how near the network is to self-normalized (what Moses assumes)."""
-    import sys
-
-    from nplm_tf.inference import nplm_format
-
     sizes = nplm_format.write(MODEL_DIR.value, EXPORT_DIR.value)
     stats = nplm_format.log_normalizer_stats(MODEL_DIR.value)
     print(

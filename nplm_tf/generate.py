@@ -19,6 +19,7 @@ import math
 from absl import flags
 
 from nplm_tf import run_dir
+from nplm_tf.config import ConfigError
 from nplm_tf.network import loading
 from pipelines import app
 
@@ -38,8 +39,6 @@ PRECISION = run_dir.precision_flag("Generate")
 
 def check() -> None:
     """The flag values and that --model_dir holds a trained model, before TensorFlow loads."""
-    from nplm_tf.config import ConfigError
-
     if NUM_SAMPLES.value < 1 or MAX_TOKENS.value < 0:
         raise ConfigError(f"num_samples={NUM_SAMPLES.value} must be >= 1 and max_tokens={MAX_TOKENS.value} >= 0.")
     if math.isnan(TEMPERATURE.value):
@@ -50,6 +49,7 @@ def check() -> None:
 
 
 def main(argv, checked):
+    # deferred: TensorFlow loads when this runs, not with the module
     import tensorflow as tf
 
     from nplm_tf.serving import saved_model, server

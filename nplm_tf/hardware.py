@@ -90,6 +90,7 @@ def bfloat16_notice(
     """
     if precision != "mixed_bfloat16":
         return None
+    # deferred: TensorFlow loads when this runs, not with the module
     import tensorflow as tf
 
     if tf.config.list_physical_devices("GPU"):

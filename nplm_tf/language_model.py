@@ -33,6 +33,7 @@ What differs from KenLM:
 from __future__ import annotations
 
 import collections
+import json
 import math
 import os
 from collections.abc import Iterable, Iterator, Sequence
@@ -42,7 +43,13 @@ import numpy as np
 from nplm_tf import run_dir
 from nplm_tf.baselines import build as ngram_lib
 from nplm_tf.baselines import mixture as mixture_lib
+from nplm_tf.inference import nplm_format
+from nplm_tf.inference.network import NumpyNetwork
+from nplm_tf.tools import ensemble
+from nplm_tf.tools import lines as lines_lib
+from pipelines import app
 from pipelines import corpus as corpus_lib
+from pipelines import vocabulary as vocab_lib
 from pipelines.errors import UserError
 
 DEFAULT_CACHE = 1024  # contexts: |V| float64 each (14,118 words: 113 kB, so about 116 MB at most)
@@ -137,9 +144,6 @@ class LanguageModel:
             self.ngram = ngram_lib.load(path)
             self.order = self.ngram.order
         elif kind == "model":
-            from nplm_tf.inference.network import NumpyNetwork
-            from nplm_tf.tools import lines as lines_lib
-
             self.network = NumpyNetwork.load(path)
             self.vocab = run_dir.RunDir(path).load_vocab()
             chosen = ngram_dir or (lines_lib.saved_mixture_ngram(path) if mixture else None)
@@ -300,8 +304,6 @@ class LanguageModel:
     def _check_raw(self, path: str, kind: str) -> None:
         """`normalized=False`'s conditions, each refused in one sentence: a network alone, a full softmax without
         direct connections, and ln Z on valid near 0 (metrics.json's, else measured on 2,000 valid contexts)."""
-        from nplm_tf.inference import nplm_format
-
         if kind != "model" or self.ngram is not None:
             what = "a mixture" if kind == "model" else f"an {kind}" if kind == "ensemble" else f"a {kind} directory"
             raise UserError(
@@ -424,8 +426,6 @@ class LanguageModel:
 
     def _load_ensemble(self, path: str) -> None:
         """An ensemble's fit: its members (one vocabulary, checked) and weights."""
-        from nplm_tf.tools import ensemble
-
         fit, self.weights = ensemble.read_fit(path)  # (buckets or 1, members)
         members = ensemble.Members.load(fit["model_dirs"], fit["ngram_dirs"])
         self._members, self.vocab = members, members.vocab
@@ -448,11 +448,6 @@ class LanguageModel:
 
     def _load_export(self, path: str) -> None:
         """A SavedModel read on its own: its vocabulary (an asset) and its `next_word` over every word."""
-        import json
-
-        from pipelines import app
-        from pipelines import vocabulary as vocab_lib
-
         info_path = os.path.join(path, "assets", "export.json")
         if not os.path.isfile(info_path):
             raise UserError(f"{path} is a SavedModel without nplm_tf's export.json; export it with nplm_tf.export.")
@@ -464,11 +459,13 @@ class LanguageModel:
         self.order = int(config["order"]) if not mixture else max(int(config["order"]), int(mixture["ngram_order"]))
         self.order = int(info.get("order", self.order))  # an ensemble's: the longest its members read
         app.import_tensorflow_quietly()
+        # deferred: TensorFlow loads when this runs, not with the module
         import tensorflow as tf
 
         self._export = tf.saved_model.load(path).signatures["next_word"]
 
     def _export_distribution(self, contexts: list[tuple[int, ...]]) -> np.ndarray:
+        # deferred: TensorFlow loads when this runs, not with the module
         import tensorflow as tf
 
         words = self.vocab.words

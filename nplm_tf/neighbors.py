@@ -12,7 +12,10 @@ import sys
 
 from absl import flags
 
-from pipelines import app
+from nplm_tf import run_dir
+from nplm_tf.config import ConfigError
+from nplm_tf.inference import embeddings
+from pipelines import app, files
 
 MODEL_DIR = app.define_path("model_dir", None, "A directory written by nplm_tf.train.", required=True)
 WORDS = flags.DEFINE_list("words", [], "Words whose neighbours to print (as the vocabulary spells them).")
@@ -29,10 +32,6 @@ def words() -> list[str]:
 
 def check() -> None:
     """The flag values and that --model_dir holds a trained model, before TensorFlow loads."""
-    from nplm_tf import run_dir
-    from nplm_tf.config import ConfigError
-    from pipelines import files
-
     if K.value < 1:
         raise ConfigError(f"--k={K.value} must be at least 1.")
     if PLOT_WORDS.value < 2:
@@ -45,9 +44,6 @@ def check() -> None:
 
 
 def main(argv, checked):
-    from nplm_tf import run_dir
-    from nplm_tf.inference import embeddings
-
     vocab = run_dir.RunDir(MODEL_DIR.value).load_vocab()
     table = embeddings.features_of(MODEL_DIR.value)  # NumPy: no TensorFlow unless --projector
     index = {w: i for i, w in enumerate(vocab.words)}

@@ -15,8 +15,10 @@ import json
 
 from absl import flags
 
-from pipelines import app, corpus_flags
+from nplm_tf.baselines import build
+from pipelines import app, corpus_flags, files
 from pipelines.errors import UserError
+from pipelines.vocabulary import check_max_vocab
 
 ORDER = flags.DEFINE_integer("order", 5, "n-gram order (1 or more).")
 SMOOTHING = flags.DEFINE_enum(
@@ -58,10 +60,6 @@ PER_TOKEN = app.define_path(
 
 def check():
     """The flag values, and the corpus they name (its files exist), before TensorFlow loads."""
-    from nplm_tf.baselines import build
-    from pipelines import files
-    from pipelines.vocabulary import check_max_vocab
-
     files.check_output_dir("output", OUTPUT.value)
     if PER_TOKEN.value:
         files.check_output_file("per_token", PER_TOKEN.value)
@@ -81,8 +79,6 @@ def check():
 
 
 def main(argv, corpus):
-    from nplm_tf.baselines import build
-
     if FROM_ARPA.value:
         metrics = build.import_arpa(
             FROM_ARPA.value,

@@ -21,6 +21,9 @@ in NumPy (float32, no TensorFlow) unless --precision names one.
 from absl import flags
 
 from nplm_tf import run_dir
+from nplm_tf.config import ConfigError
+from nplm_tf.tools import lines as lines_lib
+from nplm_tf.tools.text_input import read_lines
 from pipelines import app
 
 MODEL_DIR = app.define_path(
@@ -50,8 +53,6 @@ def format_line(score, order: int) -> str:
 def check():
     """The flag values and the kinds of the directories given, before any model (or TensorFlow) loads; returns
     `run_dir.scoring_models`'s (model_dir, ngram_dir, mode)."""
-    from nplm_tf.config import ConfigError
-
     if BATCH_LINES.value < 1:
         raise ConfigError(f"--batch_lines={BATCH_LINES.value} must be at least 1.")
     return run_dir.scoring_models(MODEL_DIR.value, NGRAM_DIR.value, NGRAM_ONLY.value, precision=PRECISION.value)
@@ -60,8 +61,6 @@ def check():
 def main(argv, checked):
     if PRECISION.value is not None:
         app.import_tensorflow_quietly()
-    from nplm_tf.tools import lines as lines_lib
-    from nplm_tf.tools.text_input import read_lines
 
     model_dir, ngram_dir, mode = checked
     scorer = lines_lib.line_scorer(model_dir, ngram_dir, mode, PRECISION.value, MIXTURE.value)

@@ -28,7 +28,8 @@ import time
 
 from absl import flags
 
-from pipelines import app, corpus_flags
+from nplm_tf.config import Config
+from pipelines import app, corpus_flags, files
 from pipelines.errors import UserError
 
 OUTPUT = app.define_path("output", None, "Directory for every model and the table.", required=True)
@@ -62,13 +63,11 @@ SEEDS = flags.DEFINE_list(
 
 def settings():
     """The base config and the corpus, from the flags; checked without TensorFlow (`app.run` calls it first)."""
-    from nplm_tf.config import Config
-    from pipelines import files
-
     files.check_output_dir("output", OUTPUT.value)
     if CONFIG_JSON.value:
         base = Config.from_json(CONFIG_JSON.value)
     elif BEST.value:
+        # deferred: TensorFlow loads when this runs, not with the module
         from nplm_tf.experiments import best
 
         base = Config.from_json(best.CONFIG)
@@ -88,6 +87,7 @@ def settings():
     if BUDGET.value is not None:
         if not BEST.value:
             raise UserError("--budget is for --best (it chooses how many of the recipe's networks train).")
+        # deferred: TensorFlow loads when this runs, not with the module
         from nplm_tf.experiments import best
 
         budget = best.budget_seconds(BUDGET.value)
@@ -95,12 +95,14 @@ def settings():
 
 
 def main(argv, checked):
+    # deferred: TensorFlow loads when this runs, not with the module
     from nplm_tf.experiments import table1
 
     start = time.perf_counter()
     base, seeds, corpus, budget = checked  # from settings()
     command = "python -m nplm_tf.reproduce " + " ".join(sys.argv[1:])
     if BEST.value:
+        # deferred: TensorFlow loads when this runs, not with the module
         from nplm_tf.experiments import best
 
         result = best.run_recipe(OUTPUT.value, corpus, base, seeds, budget)

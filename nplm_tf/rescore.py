@@ -18,6 +18,10 @@ import sys
 from absl import flags
 
 from nplm_tf import run_dir
+from nplm_tf.config import ConfigError
+from nplm_tf.tools import lines as lines_lib
+from nplm_tf.tools import nbest
+from nplm_tf.tools.text_input import read_lines
 from pipelines import app
 
 MODEL_DIR = app.define_path(
@@ -34,8 +38,6 @@ MIXTURE, PRECISION = run_dir.numpy_scoring_flags()
 def check():
     """The flag values and the kinds of the directories given, before any model (or TensorFlow) loads; returns
     `run_dir.scoring_models`'s (model_dir, ngram_dir, mode)."""
-    from nplm_tf.config import ConfigError
-
     if BATCH_LINES.value < 1:
         raise ConfigError(f"--batch_lines={BATCH_LINES.value} must be at least 1.")
     if not FEATURE_NAME.value or any(c.isspace() for c in FEATURE_NAME.value) or "=" in FEATURE_NAME.value:
@@ -46,9 +48,6 @@ def check():
 def main(argv, checked):
     if PRECISION.value is not None:
         app.import_tensorflow_quietly()
-    from nplm_tf.tools import lines as lines_lib
-    from nplm_tf.tools import nbest
-    from nplm_tf.tools.text_input import read_lines
 
     model_dir, ngram_dir, mode = checked
     scorer = lines_lib.line_scorer(model_dir, ngram_dir, mode, PRECISION.value, MIXTURE.value)

@@ -24,11 +24,15 @@ model.arpa and metrics.json. Every write is atomic (`pipelines.files`).
 from __future__ import annotations
 
 import fcntl
+import glob
 import os
+
+from absl import flags
 
 from nplm_tf.config import PRECISIONS, Config, ConfigError
 from pipelines import files
 from pipelines import vocabulary as vocab_lib
+from pipelines.corpus import split_patterns
 
 CONFIG = "config.json"
 VOCAB = "vocab.tsv"
@@ -264,8 +268,6 @@ def check_trained(model_dir: str, flag: str = "model_dir", accepted: tuple[str, 
 def precision_flag(what: str):
     """Defines a binary's --precision, which `load_trained` takes: `what` ("Serve", "Score", ...) the run's
     weights in another precision than it trained in."""
-    from absl import flags
-
     return flags.DEFINE_enum(
         "precision",
         None,
@@ -278,8 +280,6 @@ def precision_flag(what: str):
 def numpy_scoring_flags():
     """`query`'s and `rescore`'s --mixture and --precision: a saved mixture served by default, and the network
     in NumPy (`LineScorer`) unless a precision asks for TensorFlow's path."""
-    from absl import flags
-
     mixture = flags.DEFINE_boolean(
         "mixture", True, "Without --ngram_dir: score with the mixture MODEL_DIR/mixture.json keeps, when it has one."
     )
@@ -327,10 +327,6 @@ def _scoring_models(model_dir: str | None, ngram_dir: str | None, ngram_only: bo
 def match_model_dirs(patterns: str, flag: str = "model_dirs") -> tuple[list[str], list[str]]:
     """(model directories, other directories) the comma-separated globs match, each once, in order; one
     sentence when a pattern matches nothing."""
-    import glob
-
-    from pipelines.corpus import split_patterns
-
     runs, others, seen = [], [], set()
     parts = split_patterns(patterns)
     if not parts:

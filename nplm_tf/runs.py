@@ -36,7 +36,9 @@ import sys
 
 from absl import flags
 
-from pipelines import app
+from nplm_tf.config import Config
+from nplm_tf.run_dir import RunDir, match_model_dirs
+from pipelines import app, files, tables
 from pipelines.errors import UserError
 
 MODEL_DIRS = flags.DEFINE_string(
@@ -62,8 +64,6 @@ COLUMNS = ("run", "corpus", "settings", "status", "epochs", "best", "valid", "te
 
 def settings(config) -> str:
     """The fields of `config` that differ from the defaults, as `train` flags."""
-    from nplm_tf.config import Config
-
     defaults, mine = Config().to_dict(), config.to_dict()
     return " ".join(f"--{k}={_flag_value(v)}" for k, v in mine.items() if v != defaults.get(k))
 
@@ -76,8 +76,6 @@ def _flag_value(value) -> str:
 
 def summary(path: str) -> dict:
     """One run's row (`COLUMNS`; missing figures None)."""
-    from nplm_tf.run_dir import RunDir
-
     run = RunDir(path)
     config = run.read_config()
     history = [record for _, record in sorted(run.read_history().items())]
@@ -130,8 +128,6 @@ def render(rows: list[dict], form: str) -> str:
         return json.dumps(rows, indent=2)
     table = [[cell(c, row[c]) for c in COLUMNS] for row in rows]
     if form == "table":
-        from pipelines import tables
-
         return tables.text_table(
             COLUMNS, table, right=[c not in ("run", "corpus", "settings", "status") for c in COLUMNS]
         )
@@ -144,8 +140,6 @@ def render(rows: list[dict], form: str) -> str:
 
 def curve(path: str) -> list[tuple[int, float, float]]:
     """A run's (epoch, training seconds up to its end, valid perplexity) after each epoch, in order."""
-    from nplm_tf.run_dir import RunDir
-
     points, seconds = [], 0.0
     for _, record in sorted(RunDir(path).read_history().items()):
         seconds += record["seconds"]
@@ -164,8 +158,6 @@ def labels(paths: list[str]) -> list[str]:
 
 
 def check_plot(path: str | None) -> None:
-    from pipelines import files
-
     if path is None:
         return
     files.check_output_file("plot", path)
@@ -175,9 +167,11 @@ def check_plot(path: str | None) -> None:
 
 def figure(rows: list[dict]):
     """(a matplotlib figure of the learning curves of the rows' runs that have an epoch, their number)."""
+    # deferred: matplotlib loads when this runs, not with the module
     import matplotlib
 
     matplotlib.use("Agg")
+    # deferred: matplotlib loads when this runs, not with the module
     from matplotlib import pyplot as plt
 
     drawn = [row for row in rows if row["epochs"]]
@@ -207,9 +201,8 @@ def figure(rows: list[dict]):
 def plot(rows: list[dict], path: str) -> int:
     """Writes `figure(rows)` to `path`, atomically; the number of runs drawn."""
     fig, drawn = figure(rows)  # before pyplot's import: it chooses the Agg backend
+    # deferred: matplotlib loads when this runs, not with the module
     from matplotlib import pyplot as plt
-
-    from pipelines import files
 
     try:
         files.replace_atomically(path, fig.savefig)
@@ -221,8 +214,6 @@ def plot(rows: list[dict], path: str) -> int:
 def check_dirs(patterns: str) -> tuple[list[dict], list[str]]:
     """(a row per model directory the globs match, the other directories they match); a damaged file is one
     sentence naming it."""
-    from nplm_tf.run_dir import match_model_dirs
-
     runs, others = match_model_dirs(patterns)
     return [summary(path) for path in runs], others
 
@@ -234,7 +225,6 @@ def check():
 
 def main(argv, checked):
     rows, others = checked
-    from pipelines import tables
 
     form = FORMAT.value or ("table" if tables.on_terminal() else "markdown")
     print(render(ordered(rows, SORT.value), form))

@@ -13,9 +13,10 @@ import json
 from absl import flags
 
 from nplm_tf import config as config_lib
-from nplm_tf import run_dir
+from nplm_tf import hardware, run_dir
 from nplm_tf.config import Config, ConfigError
-from nplm_tf.training import strategies
+from nplm_tf.run_dir import RunDir, TrainingLock
+from nplm_tf.training import run_setup, strategies
 from pipelines import app, corpus_flags
 
 _D = Config()
@@ -198,9 +199,6 @@ _NOTES: list[str] = []  # what choosing the configuration has to say, printed on
 def auto_precision() -> str:
     """--precision=auto: a run that exists keeps the precision it trained in (it resumes, or is done); a new
     one takes the faster on this machine, and says so."""
-    from nplm_tf import hardware
-    from nplm_tf.run_dir import RunDir
-
     run = RunDir(MODEL_DIR.value)
     if run.has_config():
         try:
@@ -240,15 +238,13 @@ def train_from_flags(config, corpus) -> dict:
     resumed, or, finished before with this config, its metrics without loading TensorFlow."""
     if STRATEGY.value == "multi_worker":  # Keras fit fails under MultiWorkerMirroredStrategy: a custom loop
         strategy = _strategy(config)
+        # deferred: TensorFlow loads when this runs, not with the module
         from nplm_tf.distributed import multi_worker
 
         metrics = multi_worker.train_multi_worker(
             config, MODEL_DIR.value, corpus, strategy, TAIL_NGRAM_DIR.value, EXPORT.value
         )
     else:
-        from nplm_tf.run_dir import TrainingLock
-        from nplm_tf.training import run_setup
-
         with TrainingLock(MODEL_DIR.value) as lock:
             strategy = None
             if STRATEGY.value == "mirrored":
@@ -263,6 +259,7 @@ def train_from_flags(config, corpus) -> dict:
             if metrics is None:
                 if strategy is None:
                     strategy = _strategy(config)
+                # deferred: TensorFlow loads when this runs, not with the module
                 from nplm_tf.training import trainer
 
                 metrics = trainer.train_and_evaluate(
@@ -276,7 +273,6 @@ def _strategy(config):
     returns the run's tf.distribute strategy."""
     app.import_tensorflow_quietly()
     strategies.split_cpu(NUM_CPU_DEVICES.value)
-    from nplm_tf import hardware
 
     notice = hardware.bfloat16_notice(config.precision)  # after the flag checks: a bad flag is one sentence
     if notice:

@@ -23,6 +23,7 @@ import atexit
 import contextlib
 import errno
 import gc
+import logging
 import os
 import re
 import sys
@@ -31,6 +32,7 @@ import warnings
 from collections.abc import Callable
 
 from absl import app, flags
+from absl import logging as absl_logging
 
 from pipelines import interrupts
 from pipelines.errors import UserError
@@ -268,10 +270,8 @@ def guarded(
     (`import_tensorflow_quietly`), once it has checked what it can without it."""
 
     def wrapped(argv: list[str]) -> None:
-        from absl import logging
-
         if not flags.FLAGS["verbosity"].present:  # TensorFlow's INFO chatter (savers, collectives) off
-            logging.set_verbosity(logging.WARNING)
+            absl_logging.set_verbosity(absl_logging.WARNING)
         if len(argv) > 1:
             fail(f"unexpected arguments {argv[1:]}; every option is a --flag.", 2)
         interrupts.install()  # a Ctrl-C that Python drops (raised inside a __del__) is raised again
@@ -315,8 +315,6 @@ def run(
     """absl's `app.run(main)`, guarded; `check` (no TensorFlow in it) validates the flags before TensorFlow loads
     (`tensorflow=False`: a binary that does not use it, or loads it itself; `resumable`: one that resumes when
     run again)."""
-    import logging
-
     _main_module["name"] = main.__module__
     _silence_known_warnings()
     atexit.register(collect_then_freeze)

@@ -12,6 +12,7 @@ import dataclasses
 import glob
 import os
 import re
+import sys
 import zipfile
 from collections.abc import Iterator
 
@@ -96,7 +97,6 @@ def nltk_data_paths() -> list[str]:
     paths = [p for p in os.environ.get("NLTK_DATA", "").split(os.pathsep) if p]
     home = os.path.expanduser("~")
     paths += [os.path.join(home, "nltk_data")]
-    import sys
 
     paths += [os.path.join(sys.prefix, d) for d in ("nltk_data", "share/nltk_data", "lib/nltk_data")]
     paths += ["/usr/share/nltk_data", "/usr/local/share/nltk_data", "/usr/lib/nltk_data", "/usr/local/lib/nltk_data"]

@@ -4,7 +4,7 @@ import sys
 
 from absl import flags
 
-from pipelines import app, gcide
+from pipelines import app, corpora, gcide
 from pipelines import corpus as corpus_lib
 
 CORPUS = flags.DEFINE_enum(
@@ -75,7 +75,7 @@ def corpus_from_flags(remembered: dict | None = None, model_dir: str | None = No
             f"{', '.join(names)} {'is' if one else 'are'} for --corpus={wanted}, but the corpus is {spec['corpus']}; "
             f"add --corpus={wanted} or leave {'it' if one else 'them'} out."
         )
-    corpus = corpus_from_spec(spec)
+    corpus = corpora.corpus_from_spec(spec)
     for split, paths in corpus_lib.files_shared_with_train(corpus).items():
         named = ", ".join(paths[:3]) + (f" and {len(paths) - 3} more" if len(paths) > 3 else "")
         print(
@@ -85,19 +85,3 @@ def corpus_from_flags(remembered: dict | None = None, model_dir: str | None = No
             flush=True,
         )
     return corpus
-
-
-def corpus_from_spec(spec: dict) -> corpus_lib.Corpus:
-    """A corpus from corpus flag values ({"corpus": "files", "train_files": ..., ...}); its own `spec` holds
-    them with paths absolute."""
-    kind = spec["corpus"]
-    if kind == "brown":
-        return corpus_lib.brown_corpus()
-    if kind == "gcide":
-        return gcide.gcide_corpus(spec["gcide_path"], spec["gcide_cache"])
-    if kind == "files":
-        missing = [f"--{name}" for name in ("train_files", "valid_files", "test_files") if not spec.get(name)]
-        if missing:
-            raise corpus_lib.CorpusError(f"--corpus=files needs {', '.join(missing)}.")
-        return corpus_lib.files_corpus(spec["train_files"], spec["valid_files"], spec["test_files"])
-    raise corpus_lib.CorpusError(f"corpus={kind!r} must be one of brown, files, gcide.")

@@ -18,7 +18,7 @@ import os
 
 from absl import flags
 
-from pipelines import app, corpus_flags
+from pipelines import app, corpus_flags, files, vocabulary
 from pipelines.corpus import SPLITS
 from pipelines.errors import UserError
 
@@ -43,8 +43,6 @@ UNK_TOKEN = flags.DEFINE_string(
 
 def check():
     """The flag values, and the corpus they name (its files exist), before TensorFlow loads."""
-    from pipelines import vocabulary
-
     if MIN_COUNT.value < 1:
         raise UserError(f"min_count={MIN_COUNT.value} must be at least 1.")
     vocabulary.check_max_vocab(MAX_VOCAB.value)
@@ -55,8 +53,6 @@ def check():
 def check_write_text() -> None:
     """--write_text and --unk_token, before the corpus is read: a directory that would be overwritten or an
     unk token that is not one token is refused."""
-    from pipelines import files
-
     token = UNK_TOKEN.value
     if WRITE_TEXT.value is None:
         if UNK_TOKEN.present:
@@ -74,8 +70,6 @@ def check_write_text() -> None:
 
 
 def main(argv, checked):
-    from pipelines import vocabulary
-
     corpus, shortlists = checked
     vocab = vocabulary.build(corpus["train"], MIN_COUNT.value, MAX_VOCAB.value)
     app.positive_ints(SHORTLISTS, vocab.size)

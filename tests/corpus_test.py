@@ -2,7 +2,7 @@ import os
 
 import pytest
 
-from pipelines import corpus, corpus_flags, vocabulary
+from pipelines import corpora, corpus, corpus_flags, vocabulary
 from pipelines.errors import UserError
 from tests import helpers
 
@@ -158,7 +158,7 @@ def test_a_corpus_read_from_python_remembers_how_to_read_it_again_from_anywhere(
         "test_files": f"{tmp_path}/test.txt",
     }
     monkeypatch.chdir(os.path.dirname(tmp_path))
-    again = corpus_flags.corpus_from_spec(made.spec)
+    again = corpora.corpus_from_spec(made.spec)
     assert again.spec == made.spec and again.splits["valid"].files == (f"{tmp_path}/train.txt", f"{tmp_path}/valid.txt")
 
 

@@ -166,6 +166,7 @@ def run_dir(output_dir: str, config: Config) -> str:
 
 
 def _steps_per_execution() -> int:
+    # deferred: TensorFlow loads when this runs, not with the module
     import tensorflow as tf
 
     # build() runs inside the tuner's distribution_strategy scope.

@@ -17,8 +17,10 @@ import os
 
 from absl import flags
 
+from nplm_tf.config import Config, ConfigError
 from nplm_tf.training import strategies
-from pipelines import app, corpus_flags
+from nplm_tf.training.data import prepare_vocabulary
+from pipelines import app, corpus_flags, files
 
 TUNER = flags.DEFINE_enum("tuner", "random", ["random", "hyperband", "bayesian"], "keras-tuner algorithm.")
 MAX_TRIALS = flags.DEFINE_integer(
@@ -62,8 +64,6 @@ REPORT_ONLY = flags.DEFINE_boolean(
 def check_cluster_env(environ=os.environ) -> None:
     """The distributed search's environment (keras-tuner reads it per trial, failing with a traceback): with
     KERASTUNER_ORACLE_IP set, KERASTUNER_ORACLE_PORT a port and KERASTUNER_TUNER_ID a name; none set: one process."""
-    from nplm_tf.config import ConfigError
-
     if "KERASTUNER_ORACLE_IP" not in environ:
         if "KERASTUNER_ORACLE_PORT" in environ:
             raise ConfigError("KERASTUNER_ORACLE_PORT is set without KERASTUNER_ORACLE_IP, the chief's address.")
@@ -81,8 +81,6 @@ def check_cluster_env(environ=os.environ) -> None:
 def check_tuner(kind: str) -> None:
     """The Bayesian tuner's Gaussian process comes from scikit-learn and scipy (keras-tuner's `bayesian` extra,
     which setup.py installs): without them keras-tuner failed with a traceback once the data had been read."""
-    from nplm_tf.config import ConfigError
-
     if kind != "bayesian":
         return
     try:
@@ -98,10 +96,6 @@ def check_tuner(kind: str) -> None:
 def check_flags():
     """The base config, the corpus and its vocabulary, once the flag values and the data are checked, without
     TensorFlow (`app.run` calls it first)."""
-    from nplm_tf.config import Config, ConfigError
-    from nplm_tf.training.data import prepare_vocabulary
-    from pipelines import files
-
     strategies.check_cpu_devices(NUM_CPU_DEVICES.value)
     check_cluster_env()
     check_tuner(TUNER.value)
@@ -121,9 +115,9 @@ def check_flags():
 
 def main(argv, checked):
     strategies.split_cpu(NUM_CPU_DEVICES.value)
+    # deferred: TensorFlow and keras-tuner loads when this runs, not with the module
     from keras_tuner.src.distribute import utils as dist_utils
 
-    from nplm_tf.config import ConfigError
     from tuning import hypermodel as hypermodel_lib
     from tuning import search_lib
 

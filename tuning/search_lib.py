@@ -202,9 +202,11 @@ def write_results(output_dir: str, rows: list[dict], base: Config, tuner_kind: s
 
 def plot(rows: list[dict], path: str) -> None:
     """Validation perplexity over h (x) and m (y): colour and label per trial."""
+    # deferred: matplotlib loads when this runs, not with the module
     import matplotlib
 
     matplotlib.use("Agg")
+    # deferred: matplotlib loads when this runs, not with the module
     from matplotlib import pyplot as plt
 
     fig, ax = plt.subplots(figsize=(6.4, 4.8), dpi=100)

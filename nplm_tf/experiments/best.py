@@ -24,8 +24,9 @@ import numpy as np
 
 from nplm_tf.config import Config
 from nplm_tf.experiments import table1
+from nplm_tf.tools import ensemble
 from pipelines import corpus as corpus_lib
-from pipelines import files
+from pipelines import files, per_token
 from pipelines.errors import UserError
 
 CONFIG = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "configs", "brown_best.json")
@@ -55,6 +56,7 @@ def members(base: Config, seeds: list[int]) -> list[tuple[str, Config]]:
 
 def network_row(output_dir: str, corpus: corpus_lib.Corpus, name: str, config: Config) -> dict:
     """Trains the member (or finds it trained) and its row: valid and test perplexity, training seconds."""
+    # deferred: TensorFlow loads when this runs, not with the module
     from nplm_tf.training import trainer
 
     path = os.path.join(output_dir, name)
@@ -82,9 +84,6 @@ def ensemble_rows(output_dir: str, corpus: corpus_lib.Corpus, networks: list[dic
     below), KN5 with caches of the text so far (`CACHE_DECAYS`) and the networks with KN5 and the caches, each
     model scored once per split; the networks and KN5's fit saved as OUTPUT/ensemble.json (what a served model
     can hold: no cache)."""
-    from nplm_tf.tools import ensemble
-    from pipelines import per_token
-
     start = time.perf_counter()
     members = ensemble.Members.load([r["dir"] for r in networks], [kn5["dir"]], CACHE_DECAYS)
     valid, test = members.score(corpus["valid"]), members.score(corpus["test"])

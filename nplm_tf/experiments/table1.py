@@ -300,10 +300,12 @@ def plot_curves(rows: list[dict], path: str) -> None:
 
     The loss curve shows progress within an epoch, so a one-epoch run still has something to read.
     """
+    # deferred: matplotlib loads when this runs, not with the module
     import matplotlib
     import matplotlib.ticker
 
     matplotlib.use("Agg")
+    # deferred: matplotlib loads when this runs, not with the module
     from matplotlib import pyplot as plt
 
     networks = [r for r in rows if r.get("curve")]

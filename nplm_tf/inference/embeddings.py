@@ -11,6 +11,7 @@ import os
 
 import numpy as np
 
+from nplm_tf.inference.network import read_weights
 from nplm_tf.run_dir import RunDir
 from pipelines import files
 from pipelines import vocabulary as vocab_lib
@@ -37,8 +38,6 @@ def nearest(table: np.ndarray, word_id: int, k: int) -> list[tuple[int, float]]:
 
 def features_of(model_dir: str) -> np.ndarray:
     """C without the `<s>` row, (|V|, m) float32, read from a run's best weights without TensorFlow."""
-    from nplm_tf.inference.network import read_weights
-
     run = RunDir(model_dir)
     vocab_size = run.load_vocab().size
     return read_weights(run.best_weights, run.read_config(), vocab_size)["C"][:vocab_size]
@@ -56,9 +55,11 @@ def plot(
     of their own, every one labelled. The other words are labelled only where a label overlaps no other
     (the most frequent first), so the picture stays readable at any `count`. Returns each labelled word's
     label box (x0, y0, x1, y1) in the figure's pixels."""
+    # deferred: matplotlib loads when this runs, not with the module
     import matplotlib
 
     matplotlib.use("Agg")
+    # deferred: matplotlib loads when this runs, not with the module
     from matplotlib import pyplot as plt
 
     asked = asked or {}
@@ -169,6 +170,7 @@ def _overlap_area(a, b) -> float:
 
 def write_projector(run: RunDir, vocab: vocab_lib.Vocabulary, table: np.ndarray) -> str:
     """MODEL_DIR/logs/projector: C as a checkpoint, metadata.tsv (word, train count) and the projector config."""
+    # deferred: TensorFlow and TensorBoard loads when this runs, not with the module
     import tensorflow as tf
     from tensorboard.plugins import projector
 

@@ -36,6 +36,7 @@ CHUNK = 1024  # contexts per matmul at most: bounds the (rows, |V|) float32 logi
 def read_weights(path: str, config: Config, vocab_size: int) -> dict[str, np.ndarray]:
     """The layer's variables from a Keras `.weights.h5` file: C, H, d, U, b, W (None where absent), U and W
     as (inputs, outputs) whatever the storage (`output_rows`)."""
+    # deferred: h5py loads when this runs, not with the module
     import h5py
 
     try:

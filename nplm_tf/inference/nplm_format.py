@@ -38,8 +38,11 @@ import os
 
 import numpy as np
 
+from nplm_tf import run_dir as run_dir_lib
+from nplm_tf.inference import network
 from nplm_tf.network import heads
-from pipelines import files
+from pipelines import corpora, files
+from pipelines import corpus as corpus_lib
 from pipelines import vocabulary as vocab_lib
 from pipelines.errors import UserError
 
@@ -77,9 +80,6 @@ def refusal(config) -> str | None:
 def write(model_dir: str, path: str) -> dict:
     """Writes the network of `model_dir` (its best weights) as an nplm model file at `path` (never over an
     existing file); returns its sizes."""
-    from nplm_tf import run_dir as run_dir_lib
-    from nplm_tf.inference import network
-
     if os.path.exists(path):
         raise NplmFormatError(f"--export_dir={path} exists; the nplm model is a new file: give another name.")
     run = run_dir_lib.check_trained(model_dir)
@@ -246,15 +246,10 @@ def wide(mean: float, sd: float) -> bool:
 def log_normalizer_stats(model_dir: str, contexts: int = 2000) -> dict:
     """ln Z = ln Σ_w exp(y_w) of the network of `model_dir` over the first `contexts` predicted tokens of its
     corpus's valid split: its mean and standard deviation (0 and 0 for a self-normalized network)."""
-    from nplm_tf import run_dir as run_dir_lib
-    from nplm_tf.inference import network
-    from pipelines import corpus as corpus_lib
-    from pipelines import corpus_flags
-
     run = run_dir_lib.RunDir(model_dir)
     vocab = run.load_vocab()
     net = network.NumpyNetwork.load(model_dir)
-    corpus = corpus_flags.corpus_from_spec(run.read_corpus() or {"corpus": "brown"})
+    corpus = corpora.corpus_from_spec(run.read_corpus() or {"corpus": "brown"})
     lines, total = [], 0
     for line in corpus["valid"].iter_lines():
         tokens = corpus_lib.tokenize(line)

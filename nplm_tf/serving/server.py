@@ -11,6 +11,7 @@ without tensorflow-text, Keras or this package.
 from __future__ import annotations
 
 import keras
+import numpy as np
 import tensorflow as tf
 
 from nplm_tf import config as config_lib
@@ -30,7 +31,6 @@ def group_seed(seed: int, group: int) -> int:
     64-bit seed drawn from (seed, group), so that no two groups (of this seed or another) repeat each other's."""
     if group == 0:
         return seed
-    import numpy as np
 
     state = np.random.SeedSequence([seed % 2**64, group]).generate_state(1, np.uint64)
     return int(state.view(np.int64)[0])

@@ -17,6 +17,7 @@ import os
 
 import numpy as np
 
+from nplm_tf import run_dir as run_dir_lib
 from nplm_tf.baselines import build as ngram_lib
 from nplm_tf.baselines import cache as cache_lib
 from nplm_tf.baselines import mixture, network_mixture
@@ -53,8 +54,6 @@ class Members:
     @classmethod
     def check(cls, model_dirs: list[str], ngram_dirs: list[str]) -> vocab_lib.Vocabulary:
         """The shared vocabulary, or one sentence naming the member whose vocabulary differs; nothing loaded."""
-        from nplm_tf import run_dir as run_dir_lib
-
         for directory in model_dirs:
             run_dir_lib.check_trained(directory)
         vocab = RunDir(model_dirs[0]).load_vocab()

@@ -23,8 +23,10 @@ from nplm_tf.baselines import build as ngram_lib
 from nplm_tf.baselines import mixture as mixture_lib
 from nplm_tf.baselines import network_mixture
 from nplm_tf.baselines.ngram_arrays import TokenArrays
+from nplm_tf.inference.network import NumpyNetwork
 from nplm_tf.network import loading
 from nplm_tf.tools import fit_cache
+from nplm_tf.training.data import eval_dataset
 from pipelines import corpus as corpus_lib
 from pipelines import corpus_flags
 
@@ -83,8 +85,6 @@ class LineScorer:
         if model_dir is None:  # an n-gram alone
             self.config, self.vocab = None, run_dir.RunDir(ngram_dir).load_vocab()
         elif precision is None:
-            from nplm_tf.inference.network import NumpyNetwork
-
             run = run_dir.check_trained(model_dir)
             self.config, self.vocab = run.read_config(), run.load_vocab()
             self._numpy = network or (NumpyNetwork.load(model_dir) if mode != "ngram" else None)
@@ -153,8 +153,8 @@ class LineScorer:
         if self._numpy is not None:
             lines = [self.vocab.ids(corpus_lib.tokenize(line)) for line in split.iter_lines()]
             return np.exp(self._numpy.line_log_probs([ids for ids in lines if ids]))
+        # deferred: TensorFlow loads when this runs, not with the module
         from nplm_tf.network import scoring
-        from nplm_tf.training.data import eval_dataset
 
         return scoring.token_probabilities(self.model, eval_dataset(split, self.vocab, self.config))
 
@@ -171,6 +171,7 @@ class LineScorer:
         def network():
             if self._numpy is not None:
                 return np.exp(self._numpy.line_log_probs([[]]))
+            # deferred: TensorFlow and tensorflow-text loads when this runs, not with the module
             import tensorflow as tf
 
             from nplm_tf.network import scoring

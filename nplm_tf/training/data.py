@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Callable
 
 from nplm_tf import config as config_lib
 from nplm_tf.config import Config
+from nplm_tf.network import heads
 from nplm_tf.run_dir import RunDir
 from pipelines import corpus as corpus_lib
 from pipelines import vocabulary as vocab_lib
@@ -20,8 +21,6 @@ EVAL_BATCH_SIZE = 1024  # windows per scoring batch, at most
 def eval_batch_size(config: Config, vocab_size: int) -> int:
     """Windows per scoring batch: `EVAL_BATCH_SIZE`, fewer where the output layer is wider than 131,072 (a full
     or sampled softmax over a large vocabulary), so that a batch holds at most `config.LOGITS_PER_BATCH` logits."""
-    from nplm_tf.network import heads
-
     return config_lib.rows_per_batch(heads.make(config, vocab_size).output_size(), EVAL_BATCH_SIZE)
 
 
@@ -33,6 +32,7 @@ class Data:
     tokens: dict[str, int]  # predicted tokens per split (tokens + one </s> per line)
 
     def dataset(self, corpus: corpus_lib.Corpus, split: str, config: Config, **kwargs) -> tf.data.Dataset:
+        # deferred: TensorFlow and tensorflow-text loads when this runs, not with the module
         from pipelines import windows
 
         batch = kwargs.pop("batch_size", None) or eval_batch_size(config, self.vocab.size)
@@ -59,6 +59,7 @@ def split_tokens(split: corpus_lib.Split) -> int:
 
 def eval_dataset(split: corpus_lib.Split, vocab: vocab_lib.Vocabulary, config: Config) -> tf.data.Dataset:
     """Every window of `split`, in order, for exact scoring (counts the split's tokens once)."""
+    # deferred: TensorFlow and tensorflow-text loads when this runs, not with the module
     from pipelines import windows
 
     batch = eval_batch_size(config, vocab.size)
@@ -108,8 +109,6 @@ def large_vocabulary_note(config: Config, vocab_size: int) -> str | None:
     """One sentence when a full-softmax run's vocabulary is large enough that its output layer, O(h·|V|) per
     token, is most of the training time and a short list or sampled training trains several times faster
     (benchmarks/README.md, GCIDE); else None."""
-    from nplm_tf.network import heads
-
     if vocab_size < LARGE_VOCABULARY or heads.name_of(config) != "softmax" or heads.sampled(config):
         return None
     return (

@@ -91,6 +91,7 @@ def check_tf_config(environ=os.environ) -> None:
 
 def split_cpu(num_devices: int) -> None:
     """Splits the CPU into logical devices (before any op runs) for MirroredStrategy."""
+    # deferred: TensorFlow loads when this runs, not with the module
     import tensorflow as tf
 
     check_cpu_devices(num_devices)
@@ -102,6 +103,7 @@ def split_cpu(num_devices: int) -> None:
 
 
 def make_strategy(name: str, num_cpu_devices: int = 1):
+    # deferred: TensorFlow loads when this runs, not with the module
     import tensorflow as tf
 
     if name == "default":

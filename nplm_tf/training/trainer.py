@@ -16,6 +16,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
+from nplm_tf.baselines import network_mixture
 from nplm_tf.config import STEPS_PER_EXECUTION, Config
 from nplm_tf.inference import embeddings
 from nplm_tf.network import heads, loading, objectives, scoring
@@ -210,8 +211,6 @@ def refit_mixture(
     """The mixture of mixture.json fitted again, on valid, to the network trained now (`probs`: P per token of
     valid and test), so that the next export serves weights that fit it: its report and the n-gram model;
     None, with a note, when its n-gram can no longer be read (mixture.json is then left as it was)."""
-    from nplm_tf.baselines import network_mixture
-
     try:
         if not os.path.isdir(ngram_dir):
             raise UserError(f"its n-gram model {ngram_dir} no longer exists")

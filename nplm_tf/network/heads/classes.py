@@ -81,6 +81,7 @@ class ClassSoftmax(base.Head):
     def training_losses(self, layer, context, target):
         """−ln P(class) from the C class rows and −ln P(w | class) from the S rows of the target's class, per
         example; R(θ) decays every output row, as the full softmax does. The output matmuls are float32."""
+        # deferred: TensorFlow loads when this runs, not with the module
         from nplm_tf.network import layer as layer_lib
         from nplm_tf.network.heads import ops
 
@@ -100,6 +101,7 @@ class ClassSoftmax(base.Head):
     # ------------------------------------------------------------------------ graphs --
 
     def log_prob(self, outputs, context, target):
+        # deferred: TensorFlow loads when this runs, not with the module
         from nplm_tf.network.heads import ops
 
         logits = base.as_outputs(outputs).logits()

@@ -58,6 +58,7 @@ class NetworkTail(base.Head):
         examples whose target is in the tail, so a batch's output layer costs (N + 1 + its tail targets' share
         of |V| − N) rows of the full softmax's |V|. R(θ) decays every output row, as the full softmax does.
         The output matmuls are float32, as a sampled objective's are."""
+        # deferred: TensorFlow loads when this runs, not with the module
         from nplm_tf.network import layer as layer_lib
         from nplm_tf.network.heads import ops
 
@@ -81,6 +82,7 @@ class NetworkTail(base.Head):
         """ln P(target | context), computing the tail's outputs only for the rows whose target is in the tail:
         a batch's output layer costs N + 1 rows plus its tail targets' share of |V| − N, as in training."""
         outputs = base.as_outputs(outputs)
+        # deferred: TensorFlow loads when this runs, not with the module
         from nplm_tf.network.heads import ops
 
         n = self.list_size

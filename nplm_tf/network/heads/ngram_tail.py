@@ -49,6 +49,7 @@ class NgramTail(base.Head):
 
     def network_log_prob_at(self, logits, column):
         """ln q(column) per row, (batch,) float64."""
+        # deferred: TensorFlow loads when this runs, not with the module
         from nplm_tf.network.heads import ops
 
         return tf.cast(ops.log_softmax_at(logits, column), tf.float64)
@@ -59,6 +60,7 @@ class NgramTail(base.Head):
         if self._tables is None:
             if self.ngram is None:
                 raise ValueError(f"the {self.name} tail needs its Kneser-Ney model to score.")
+            # deferred: TensorFlow loads when this runs, not with the module
             from nplm_tf.network.heads import tail_tables
 
             self._tables = tail_tables.ShortListTail(self.ngram, self.list_size, self)
@@ -140,12 +142,14 @@ class ClassTail(NgramTail):
         return tf.minimum(tf.cast(tf.reshape(targets, [-1]), tf.int32), self.list_size)  # every tail word is N
 
     def nll(self, targets, logits):
+        # deferred: TensorFlow loads when this runs, not with the module
         from nplm_tf.network.heads import ops
 
         return ops.token_nll(self._outputs(targets), logits)
 
     def training_losses(self, layer, context, target):
         """The loss with b added inside the softmax's gradient pass (`ops.softmax_training_losses`), and R(θ)."""
+        # deferred: TensorFlow loads when this runs, not with the module
         from nplm_tf.network.heads import ops
 
         return ops.softmax_training_losses(layer, context, self._outputs(target))
@@ -165,6 +169,7 @@ class BackoffTail(NgramTail):
         return tf.where(in_list, targets, 0), tf.cast(in_list, tf.float32)
 
     def nll(self, targets, logits):
+        # deferred: TensorFlow loads when this runs, not with the module
         from nplm_tf.network.heads import ops
 
         outputs, weight = self._outputs(targets)
@@ -172,6 +177,7 @@ class BackoffTail(NgramTail):
 
     def training_losses(self, layer, context, target):
         """The loss with b added inside the softmax's gradient pass (`ops.softmax_training_losses`), and R(θ)."""
+        # deferred: TensorFlow loads when this runs, not with the module
         from nplm_tf.network.heads import ops
 
         return ops.softmax_training_losses(layer, context, *self._outputs(target))

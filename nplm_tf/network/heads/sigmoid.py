@@ -31,6 +31,7 @@ class SigmoidTail(ngram_tail.NgramTail):
 
     def _log_q_at(self, logits, column):
         """ln q(column) per row, in the logits' float type (column N: the tail)."""
+        # deferred: TensorFlow loads when this runs, not with the module
         from nplm_tf.network.heads import ops
 
         n = self.list_size

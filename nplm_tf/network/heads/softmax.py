@@ -23,18 +23,21 @@ class FullSoftmax(base.Head):
         return base.log_frequencies(base.unigram(counts)).astype(np.float32)
 
     def nll(self, targets, logits):
+        # deferred: TensorFlow loads when this runs, not with the module
         from nplm_tf.network.heads import ops
 
         return ops.token_nll(targets, logits)
 
     def training_losses(self, layer, context, target):
         """The loss with b added inside the softmax's gradient pass (`ops.softmax_training_losses`), and R(θ)."""
+        # deferred: TensorFlow loads when this runs, not with the module
         from nplm_tf.network.heads import ops
 
         return ops.softmax_training_losses(layer, context, target, self_normalize=self.self_normalize)
 
     def log_prob(self, outputs, context, target):
         outputs = base.as_outputs(outputs)
+        # deferred: TensorFlow loads when this runs, not with the module
         from nplm_tf.network.heads import ops
 
         return tf.cast(ops.log_softmax_at(outputs.logits(), target), tf.float64)
