@@ -7,7 +7,7 @@ import os
 import numpy as np
 import pytest
 
-from nplm_tf.baselines import arpa, build
+from nplm_tf.baselines import arpa, arpa_tables, build
 from nplm_tf.baselines import kneser_ney as kn
 from pipelines import corpus as corpus_lib
 from pipelines import vocabulary as vocab_lib
@@ -351,8 +351,8 @@ def test_chunk_boundaries_spaces_and_left_out_back_offs_read_the_same_model(corp
     dropped = [line[: -len("\t0")] if line.endswith("\t0") else line for line in lines]
     assert dropped != lines
     srilm.write_text("\n".join(line.replace("\t", " ") for line in dropped), encoding="utf-8")
-    for size, file in [(1, path), (2, path), (7, path), (arpa.LINES_PER_CHUNK, str(srilm)), (3, str(srilm))]:
-        monkeypatch.setattr(arpa, "LINES_PER_CHUNK", size)
+    for size, file in [(1, path), (2, path), (7, path), (arpa_tables.LINES_PER_CHUNK, str(srilm)), (3, str(srilm))]:
+        monkeypatch.setattr(arpa_tables, "LINES_PER_CHUNK", size)
         state = arpa.read_arpa(file, vocab)[0].get_state()
         assert state.keys() == reference.keys()
         for name, value in reference.items():
