@@ -33,28 +33,18 @@ What differs from KenLM:
 from __future__ import annotations
 
 import collections
-import json
 import math
 import os
 from collections.abc import Iterable, Iterator, Sequence
 
 import numpy as np
 
-from nplm_tf import run_dir
-from nplm_tf.baselines import build as ngram_lib
-from nplm_tf.baselines import mixture as mixture_lib
-from nplm_tf.inference import nplm_format
-from nplm_tf.inference.network import NumpyNetwork
-from nplm_tf.tools import ensemble
-from nplm_tf.tools import lines as lines_lib
-from pipelines import app
+from nplm_tf.tools import sources
+from nplm_tf.tools.sources import NOTHING, RAW
 from pipelines import corpus as corpus_lib
-from pipelines import vocabulary as vocab_lib
 from pipelines.errors import UserError
 
 DEFAULT_CACHE = 1024  # contexts: |V| float64 each (14,118 words: 113 kB, so about 116 MB at most)
-NOTHING = -1  # a state's position before the sentence (or after a null context)
-RAW = "raw"  # a cache entry's marker: (hidden layer, RAW) of a network scored by its raw outputs
 _LOG10_E = 1 / math.log(10)
 
 
@@ -131,39 +121,11 @@ class LanguageModel:
         if not isinstance(cache_size, int) or cache_size < 1:
             raise UserError(f"cache_size={cache_size!r} must be a positive integer.")
         self.path, self.cache_size = path, cache_size
-        self._cache: collections.OrderedDict[tuple[int, ...], np.ndarray] = collections.OrderedDict()
-        self.network = self.ngram = self.weights = self._export = self._members = None
-        export_parent = _export_parent(path)
-        if export_parent is not None:
-            path = export_parent
-        elif os.path.isfile(os.path.join(path, run_dir.EXPORT_NETWORK, run_dir.CONFIG)):
-            path = os.path.join(path, run_dir.EXPORT_NETWORK)  # an export's own copy of its network: NumPy, anywhere
-        kind = run_dir.kind(path)
-        if kind == "ngram":
-            self.vocab = run_dir.RunDir(path).load_vocab()
-            self.ngram = ngram_lib.load(path)
-            self.order = self.ngram.order
-        elif kind == "model":
-            self.network = NumpyNetwork.load(path)
-            self.vocab = run_dir.RunDir(path).load_vocab()
-            chosen = ngram_dir or (lines_lib.saved_mixture_ngram(path) if mixture else None)
-            if chosen:
-                scorer = lines_lib.LineScorer(path, chosen, "mixture", network=self.network)  # its fit
-                self.ngram, self.weights = scorer.ngram, scorer.weights
-                self._totals = self.ngram.context_totals()
-            self.order = max(self.network.order, self.ngram.order if self.ngram is not None else 0)
-        elif kind == "export":
-            self._load_export(path)
-        elif kind == "ensemble":
-            self._load_ensemble(path)
-        else:
-            raise UserError(
-                f"{path} is no model: give a model directory (nplm_tf.train), an n-gram directory (nplm_tf.ngram) "
-                "or a SavedModel export."
-            )
+        self._cache: collections.OrderedDict[tuple[int, ...], tuple] = collections.OrderedDict()
+        self._source = sources.open_source(path, mixture=mixture, ngram_dir=ngram_dir, normalized=normalized)
+        self.vocab, self.order = self._source.vocab, self._source.order
+        self.network, self.ngram = self._source.network, self._source.ngram
         self._raw = not normalized
-        if self._raw:
-            self._check_raw(path, kind)
         self.vocab_size = self.vocab.size
         self.bos_id = self.vocab.size
         self._index = {w: i for i, w in enumerate(self.vocab.words) if i >= 2}  # "</s>" in a text is <unk>
@@ -301,32 +263,6 @@ class LanguageModel:
             return self.network.raw_output(row, i) * _LOG10_E
         return (float(row[i]) - offset) * _LOG10_E
 
-    def _check_raw(self, path: str, kind: str) -> None:
-        """`normalized=False`'s conditions, each refused in one sentence: a network alone, a full softmax without
-        direct connections, and ln Z on valid near 0 (metrics.json's, else measured on 2,000 valid contexts)."""
-        if kind != "model" or self.ngram is not None:
-            what = "a mixture" if kind == "model" else f"an {kind}" if kind == "ensemble" else f"a {kind} directory"
-            raise UserError(
-                f"normalized=False scores a network's raw outputs; {path} is {what}: give a network's model "
-                "directory (mixture=False for one that keeps a mixture)."
-            )
-        config = self.network.config
-        why = nplm_format.refusal(config)  # the networks nplm and Moses score raw
-        if why:
-            raise UserError(
-                "normalized=False needs a full softmax with a hidden layer and no direct connections (a network "
-                f"nplm scores raw); {path} cannot be scored so: {why}"
-            )
-        stats = (run_dir.RunDir(path).read_metrics() or {}).get("valid_log_normalizer")
-        if stats is None:  # a model trained before metrics.json reported it
-            measured = nplm_format.log_normalizer_stats(path)
-            stats = {"mean": measured["mean"], "std": measured["sd"]}
-        if nplm_format.wide(stats["mean"], stats["std"]):
-            raise UserError(
-                f"{path}'s raw outputs are not log-probabilities: ln Z on valid has mean {stats['mean']:.2f} and sd "
-                f"{stats['std']:.2f}; train it with --self_normalize=0.1 (or --loss=nce), or score it normalized."
-            )
-
     def _check_state(self, state, fresh: bool = False) -> None:
         if not isinstance(state, State):
             raise UserError(f"a state must be an nplm_tf.State, not {type(state).__name__}.")
@@ -356,131 +292,7 @@ class LanguageModel:
 
     def _compute(self, contexts: list[tuple[int, ...]]) -> list:
         """Each context's cache entry (`_entry`)."""
-        if self._members is not None:
-            return [(row, None) for row in self._ensemble_distribution(contexts)]
-        p = None
-        if self._raw:  # the hidden layer only: each word's raw score is one dot product with it
-            rows = self._network_rows(self.network, contexts)
-            return [(self.network.raw_hidden(row), RAW) for row in rows]
-        if self.network is not None:
-            rows = self._network_rows(self.network, contexts)
-            unnormalized = self.network.unnormalized(rows) if self.ngram is None else None
-            if unnormalized is not None:  # the full softmax: keep y (float32) and ln Z, not P
-                y, offsets = unnormalized
-                return list(zip(y, offsets.tolist()))
-            p = self.network.distribution(rows)
-        elif self._export is not None:
-            p = self._export_distribution(contexts)
-        if self.ngram is not None:
-            p_ng = self._ngram_distribution(self.ngram, contexts)
-            if p is None:
-                p = p_ng
-            else:
-                counts = np.array([self._context_count(ctx) for ctx in contexts], np.float64)
-                lam = self.weights[mixture_lib.frequency_buckets(counts, len(self.weights))][:, None]
-                p = lam * p + (1 - lam) * p_ng
-        return [(p[k], None) for k in range(len(contexts))]
-
-    def _network_rows(self, network, contexts: list[tuple[int, ...]]) -> np.ndarray:
-        """The network's last n − 1 words of each state's context, `<s>`-padded, (rows, n − 1)."""
-        c = network.context_size
-        rows = np.array([[self.bos_id if w == NOTHING else w for w in ctx[len(ctx) - c :]] for ctx in contexts])
-        return rows.reshape(len(contexts), c)
-
-    @staticmethod
-    def _ngram_distribution(ngram, contexts: list[tuple[int, ...]]) -> np.ndarray:
-        """P(· | context) of each state under an n-gram, (rows, |V|) float64."""
-        return np.stack([ngram.distribution([w for w in ctx if w != NOTHING]) for ctx in contexts])
-
-    def _context_count(self, context: tuple[int, ...]) -> float:
-        """The train count of the n-gram's full context (as `KneserNey.context_counts` files a token under):
-        0 when the context is shorter (nearer the line's start) or unseen."""
-        k = self.ngram.order - 1
-        words = [w for w in context if w != NOTHING][-k:] if k else []
-        if k == 0:
-            return float(self._totals[0])
-        if len(words) < k:
-            return 0.0
-        g = self.ngram.context_id(words)
-        return float(self._totals[g]) if g >= 0 else 0.0
+        return self._source.entries(contexts)
 
     def _length(self, context: tuple[int, ...], word: int) -> int:
-        """The context's words used and the word: a network's min(position + 1, order) (the words before it in
-        the sentence, `<s>` not counted, as `nplm_tf.query` prints it); an n-gram's longest match, as KenLM's."""
-        known = [w for w in context if w != NOTHING]
-        if self.network is not None or self._export is not None or self._members is not None:
-            return min(sum(w != self.bos_id for w in known) + 1, self.order)
-        return self._matched(known, word)
-
-    def _matched(self, known: list[int], word: int) -> int:
-        """The length of the longest n-gram (a suffix of the context, then the word) the n-gram model holds."""
-        ngram = self.ngram
-        best = 1
-        for k in range(2, min(len(known) + 1, ngram.order) + 1):
-            h = ngram.context_id(known[-(k - 1) :])
-            if h < 0:
-                break
-            if ngram.orders[k].lookup(np.array([h * ngram.base + word]))[0] >= 0:
-                best = k
-        return best
-
-    def _load_ensemble(self, path: str) -> None:
-        """An ensemble's fit: its members (one vocabulary, checked) and weights."""
-        fit, self.weights = ensemble.read_fit(path)  # (buckets or 1, members)
-        members = ensemble.Members.load(fit["model_dirs"], fit["ngram_dirs"])
-        self._members, self.vocab = members, members.vocab
-        if members.ngrams:
-            self.ngram = members.ngrams[0]  # the buckets read its context counts, as the fit's did
-            self._totals = self.ngram.context_totals()
-        orders = [n.order for n in members.networks] + [n.order for n in members.ngrams]
-        self.order = max(orders)
-
-    def _ensemble_distribution(self, contexts: list[tuple[int, ...]]) -> np.ndarray:
-        """Σ_i λ_i(C) P_i(· | C) for each context, (rows, |V|) float64."""
-        parts = [network.distribution(self._network_rows(network, contexts)) for network in self._members.networks]
-        parts += [self._ngram_distribution(ngram, contexts) for ngram in self._members.ngrams]
-        if len(self.weights) == 1:
-            lam = np.tile(self.weights, (len(contexts), 1))
-        else:
-            counts = np.array([self._context_count(ctx) for ctx in contexts], np.float64)
-            lam = self.weights[mixture_lib.frequency_buckets(counts, len(self.weights))]
-        return np.einsum("rk,krv->rv", lam, np.stack(parts))
-
-    def _load_export(self, path: str) -> None:
-        """A SavedModel read on its own: its vocabulary (an asset) and its `next_word` over every word."""
-        info_path = os.path.join(path, "assets", "export.json")
-        if not os.path.isfile(info_path):
-            raise UserError(f"{path} is a SavedModel without nplm_tf's export.json; export it with nplm_tf.export.")
-        with open(info_path, encoding="utf-8") as f:
-            info = json.load(f)
-        self.vocab = vocab_lib.Vocabulary.load(os.path.join(path, "assets", "vocab.tsv"))
-        config = info["config"]
-        mixture = info.get("mixture")
-        self.order = int(config["order"]) if not mixture else max(int(config["order"]), int(mixture["ngram_order"]))
-        self.order = int(info.get("order", self.order))  # an ensemble's: the longest its members read
-        app.import_tensorflow_quietly()
-        # deferred: TensorFlow loads when this runs, not with the module
-        import tensorflow as tf
-
-        self._export = tf.saved_model.load(path).signatures["next_word"]
-
-    def _export_distribution(self, contexts: list[tuple[int, ...]]) -> np.ndarray:
-        # deferred: TensorFlow loads when this runs, not with the module
-        import tensorflow as tf
-
-        words = self.vocab.words
-        texts = [" ".join(words[w] for w in ctx if 0 <= w < self.vocab.size) for ctx in contexts]
-        out = self._export(text=tf.constant(texts), k=tf.constant(self.vocab.size))
-        p = np.zeros((len(contexts), self.vocab.size))
-        np.put_along_axis(p, out["ids"].numpy().astype(np.int64), out["probabilities"].numpy().astype(np.float64), 1)
-        return p
-
-
-def _export_parent(path: str) -> str | None:
-    """The model directory of MODEL_DIR/export/<version>, when `path` is one (read without TensorFlow)."""
-    parent = os.path.dirname(os.path.dirname(os.path.abspath(path)))
-    is_export = os.path.isfile(os.path.join(path, "saved_model.pb"))
-    if is_export and os.path.basename(os.path.dirname(os.path.abspath(path))) == run_dir.EXPORT:
-        if os.path.isfile(os.path.join(parent, run_dir.CONFIG)):
-            return parent
-    return None
+        return self._source.length([w for w in context if w != NOTHING], word)
