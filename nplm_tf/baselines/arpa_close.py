@@ -60,7 +60,7 @@ class Reader(arpa_parse.Parser):
     def _merge_outside(self) -> None:
         """The file's words outside the vocabulary (S with `<unk>`) become `<unk>`: P(<unk> | h) = Σ_{w∈S} P(w | h)
         = M(h), where M(h) = Δ(h) + β(h)·M(h′) and Δ(h) = Σ over the S words listed after h of p(hw) − β(h)·P(w | h′),
-        the recursion a short list's mass follows (`KneserNey.short_list_tables`)."""
+        the recursion a short list's mass follows (`kn_short_list.short_list_tables`)."""
         tables, order = self.tables, len(self.tables) - 1
         bos, unk = self.vocab.bos_id, self.vocab.unk_id
         in_s = lambda words: (words > bos) | (words == unk)  # noqa: E731

@@ -25,27 +25,27 @@ import dataclasses
 
 import numpy as np
 
-from nplm_tf import config as config_lib
-from nplm_tf.baselines.ngram_arrays import FALLBACK_DISCOUNTS, Order, TokenArrays, discounts_from
-from pipelines.errors import UserError
+from nplm_tf.baselines import kn_prune
+from nplm_tf.baselines.ngram_arrays import (
+    FALLBACK_DISCOUNTS,
+    NgramError,
+    Order,
+    TokenArrays,
+    discounts_from,
+    index_array,
+    prune_thresholds,
+)
 
-__all__ = ["FALLBACK_DISCOUNTS", "KneserNey", "NgramError", "Order", "TokenArrays", "discounts_from"]
-
-
-class NgramError(UserError):
-    """The n-gram model cannot be built or used as asked."""
-
-
-def prune_thresholds(values, order: int, name: str = "prune") -> tuple[int, ...]:
-    """`config.prune_thresholds`, refused as an `NgramError`: `ngram --prune`'s and `KneserNey.prune`'s."""
-    return config_lib.prune_thresholds(values, order, name, NgramError)
-
-
-def index_array(ids: np.ndarray) -> np.ndarray:
-    """An n-gram's context, word or suffix ids as int32 when they fit (12 of the 64 bytes an n-gram holds, in
-    memory and in `ngram.npz`), else int64. They index arrays and are never multiplied: keys stay int64."""
-    fits = ids.size == 0 or (int(ids.min()) >= -1 and int(ids.max()) <= np.iinfo(np.int32).max)
-    return ids.astype(np.int32, copy=False) if fits else ids
+__all__ = [
+    "FALLBACK_DISCOUNTS",
+    "KneserNey",
+    "NgramError",
+    "Order",
+    "TokenArrays",
+    "discounts_from",
+    "index_array",
+    "prune_thresholds",
+]
 
 
 class KneserNey:
@@ -166,7 +166,7 @@ class KneserNey:
             g = self.orders[j].context[g]
         return g
 
-    def _context_stats(self, k: int) -> tuple[np.ndarray, np.ndarray]:
+    def context_stats(self, k: int) -> tuple[np.ndarray, np.ndarray]:
         """p̃(w | h) = max(a(hw) - D, 0) / S(h) of every k-gram hw, and γ(h) of every (k-1)-gram h as a context of
         order k (1 where h is none)."""
         o, size = self.orders[k], self.orders[k - 1].keys.size
@@ -187,7 +187,7 @@ class KneserNey:
         uni.prob[self.bos_id] = 0.0
         for k in range(2, self.order + 1):
             o, lower = self.orders[k], self.orders[k - 1]
-            own, lower.backoff = self._context_stats(k)
+            own, lower.backoff = self.context_stats(k)
             o.prob = own + lower.backoff[o.context] * lower.prob[o.suffix]
         self.orders[self.order].backoff = np.ones(self.orders[self.order].keys.size)
 
@@ -203,49 +203,7 @@ class KneserNey:
         context's train count (`context_totals`) keeps its pruned successors'. `name`: the setting an error
         names.
         """
-        thresholds = prune_thresholds(thresholds, self.order, name)
-        if not any(thresholds):
-            return
-        if any(self.prune_thresholds):
-            raise NgramError("this n-gram model is pruned already; build it again to prune it otherwise.")
-        # A k-gram's context and suffix were seen at least as often as it, and the thresholds never decrease:
-        # a kept n-gram's context and suffix are kept, as the lookups and the recursion below need.
-        keep = [None, np.ones(self.orders[1].keys.size, bool)]
-        keep += [self.orders[k].raw > thresholds[k - 1] for k in range(2, self.order + 1)]
-        emptied = [k for k in range(2, self.order + 1) if not keep[k].any()]
-        if emptied:
-            given = ",".join(str(t) for t in thresholds)
-            raise NgramError(
-                f"{name}={given} leaves no n-gram of order {emptied[0]} (none was seen more than "
-                f"{thresholds[emptied[0] - 1]} times); prune less, or use an order of at most {emptied[0] - 1}."
-            )
-        own, gamma, pruned = [None, None], [None], [None]  # own[k] per k-gram; gamma, pruned[k-1] per context
-        for k in range(2, self.order + 1):  # all on the unpruned model and its ids
-            o = self.orders[k]
-            p, g = self._context_stats(k)
-            dropped = ~keep[k]
-            own.append(p)
-            gamma.append(g + np.bincount(o.context[dropped], weights=p[dropped], minlength=g.size))
-            pruned.append(np.bincount(o.context[dropped], weights=o.count[dropped], minlength=g.size))
-        new_id = np.arange(self.orders[1].keys.size)  # order k-1's new id of each old one (-1: pruned)
-        for k in range(2, self.order + 1):
-            o, lower, kept = self.orders[k], self.orders[k - 1], keep[k]
-            lower.backoff, lower.pruned = gamma[k - 1][keep[k - 1]], pruned[k - 1][keep[k - 1]]
-            context, suffix = new_id[o.context[kept]], new_id[o.suffix[kept]]
-            self.orders[k] = Order(
-                context.astype(np.int64) * self.base + o.word[kept],
-                index_array(context),
-                o.word[kept],
-                index_array(suffix),
-                o.count[kept],
-                o.discounts,
-                o.raw[kept],
-                own[k][kept] + lower.backoff[context] * lower.prob[suffix],
-            )
-            new_id = np.cumsum(kept) - 1
-        top = self.orders[self.order]
-        top.backoff, top.pruned = np.ones(top.keys.size), np.zeros(top.keys.size)
-        self.prune_thresholds = thresholds
+        kn_prune.prune(self, thresholds, name)
 
     def context_totals(self) -> np.ndarray:
         """The train count of each (N-1)-gram as a context of order N (what the mixture's λ buckets read): the
@@ -258,25 +216,6 @@ class KneserNey:
         return totals + lower.pruned if lower.pruned is not None else totals
 
     # ------------------------------------------------------------ short list --
-
-    def short_list_tables(self, list_size: int) -> tuple[float, list[np.ndarray], list[np.ndarray]]:
-        """What a short list of the ids 0..N-1 reads of this model, in one pass over each order.
-
-        With p(w | h) = p̃(w | h) + γ(h) p(w | h') (p̃ = 0 for an unseen (h, w)), m(h) = Σ_{w<N} p(w | h) is
-        Δ(h) + γ(h) m(h'), where Δ(h) = Σ over the list words seen after h of p̃(w | h): m never touches all of
-        the list. Returns m() of the unigram; for each order k = 2..K, Δ over the (k-1)-grams as contexts (0
-        where none of the list follows); and for each order k = 2..K, p̃ of its tail n-grams (word ≥ N) in key
-        order, what tail words are drawn from.
-        """
-        base = float(self.orders[1].prob[:list_size].sum())
-        deltas, tail = [], []
-        for k in range(2, self.order + 1):
-            o, lower = self.orders[k], self.orders[k - 1]
-            own = o.prob - lower.backoff[o.context] * lower.prob[o.suffix]  # p̃(w | h) of each seen (h, w)
-            listed = o.word < list_size
-            deltas.append(np.bincount(o.context[listed], weights=own[listed], minlength=lower.keys.size))
-            tail.append(own[~listed])
-        return base, deltas, tail
 
     # ------------------------------------------------------- serialization --
 
@@ -369,21 +308,6 @@ class KneserNey:
             backoff_product = np.where(seen_context, backoff_product * gamma, backoff_product)
             ids = kid
         return (matched * backoff_product)[data.predicted]
-
-    def token_list_masses(self, data: TokenArrays, base: float, deltas: list[np.ndarray]) -> np.ndarray:
-        """m(C) = Σ_{j<N} p(j | C) for every predicted position's context, from `short_list_tables(N)`'s `base`
-        and `deltas`: the recursion m(h) = Δ(h) + γ(h)·m(h') from the unigram up through the context's suffixes
-        (an unseen one has γ = 1, Δ = 0), as `shortlist.ShortListTail.list_mass` computes it in the graph."""
-        ids = data.tokens
-        mass = np.full(ids.size, base)
-        for k in range(2, self.order + 1):
-            context = np.where(data.offset >= k - 1, np.roll(ids, 1), -1)  # h_k: the (k-1)-gram before
-            seen = context >= 0
-            where = np.maximum(context, 0)
-            gamma = np.where(seen, self.orders[k - 1].backoff[where], 1.0)
-            mass = np.where(seen, deltas[k - 2][where], 0.0) + gamma * mass
-            ids = self.extend_ids(ids, data, k)
-        return mass[data.predicted]
 
     def context_counts(self, data: TokenArrays) -> np.ndarray:
         """Train count of each predicted token's (N-1)-word context (0 if unseen or cut by <s>)."""

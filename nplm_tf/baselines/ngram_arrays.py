@@ -10,6 +10,9 @@ import dataclasses
 
 import numpy as np
 
+from nplm_tf import config as config_lib
+from pipelines.errors import UserError
+
 FALLBACK_DISCOUNTS = (0.5, 1.0, 1.5)  # lmplz --discount_fallback
 
 
@@ -76,3 +79,19 @@ def discounts_from(counts: np.ndarray, order: int) -> tuple[tuple[float, float, 
         f"order {order}: counts of counts t1..t4 = {t} do not give valid discounts; "
         f"using the fallback {FALLBACK_DISCOUNTS} (like lmplz --discount_fallback)"
     )
+
+
+class NgramError(UserError):
+    """The n-gram model cannot be built or used as asked."""
+
+
+def prune_thresholds(values, order: int, name: str = "prune") -> tuple[int, ...]:
+    """`config.prune_thresholds`, refused as an `NgramError`: `ngram --prune`'s and `KneserNey.prune`'s."""
+    return config_lib.prune_thresholds(values, order, name, NgramError)
+
+
+def index_array(ids: np.ndarray) -> np.ndarray:
+    """An n-gram's context, word or suffix ids as int32 when they fit (12 of the 64 bytes an n-gram holds, in
+    memory and in `ngram.npz`), else int64. They index arrays and are never multiplied: keys stay int64."""
+    fits = ids.size == 0 or (int(ids.min()) >= -1 and int(ids.max()) <= np.iinfo(np.int32).max)
+    return ids.astype(np.int32, copy=False) if fits else ids

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from nplm_tf.baselines import kn_short_list
 from nplm_tf.network.heads import base, np_ops
 from nplm_tf.network.heads.base import tf
 
@@ -94,9 +95,9 @@ class NgramTail(base.Head):
 
     def _list_mass(self, arrays) -> np.ndarray:
         if self._masses is None:
-            base_mass, deltas, _ = self.ngram.short_list_tables(self.list_size)
+            base_mass, deltas, _ = kn_short_list.short_list_tables(self.ngram, self.list_size)
             self._masses = (base_mass, deltas)
-        return self.ngram.token_list_masses(arrays, *self._masses)
+        return kn_short_list.token_list_masses(self.ngram, arrays, *self._masses)
 
     def np_network_log_probs(self, outputs, target):
         """ln q of each target's output (a tail word's: the tail output, or any for the back-off tail)."""

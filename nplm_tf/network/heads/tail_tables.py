@@ -8,7 +8,7 @@ output (`head.tail_output`: the class and sigmoid tails, `ngram_tail`, `sigmoid`
 
 and one without it (the back-off tail) P(i | C) = q(i | C) · m(C) for i in L, and P_ng(i | C) for i in T, with
 q the network's distribution over its outputs (`head.network_probs`). Both sum to one over V. m(C) is exact and cheap: it recurses through the context's suffixes
-(`KneserNey.short_list_tables`), touching only the list words seen after each, never all of L. Everything
+(`kn_short_list.short_list_tables`), touching only the list words seen after each, never all of L. Everything
 here is core TensorFlow ops in float64, so the same module scores in evaluation and in the SavedModel.
 Contexts are (batch, c) int64 ids, oldest first, `<s>`-padded.
 """
@@ -20,8 +20,8 @@ import types
 import numpy as np
 import tensorflow as tf
 
+from nplm_tf.baselines import kn_short_list, ngram_graph
 from nplm_tf.baselines import kneser_ney as kn
-from nplm_tf.baselines import ngram_graph
 from nplm_tf.baselines.ngram_graph import read
 
 
@@ -51,7 +51,7 @@ class ShortListTail(tf.Module):
         self.list_size, self.vocab_size = int(list_size), ngram.vocab_size
         self.owner = head  # plain Python: not tracked by tf.Module
         self.ngram = ngram_graph.ServingKneserNey(ngram, [1.0], name="tail_ngram")
-        base, deltas, tail_discounted = ngram.short_list_tables(list_size)
+        base, deltas, tail_discounted = kn_short_list.short_list_tables(ngram, list_size)
         self.base_mass = tf.constant(base, tf.float64)
         self.deltas = [tf.Variable(d, dtype=tf.float64, trainable=False) for d in deltas]
         # p̃ of the tail n-grams, for `rank_tail` (a namespace, so tf.Module does not track the arrays)
