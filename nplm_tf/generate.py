@@ -8,7 +8,7 @@ prompt(s), seed and settings the text equals the signature's (of an export in th
 either precision: the binary runs the signature's own traced graph); a fitted mixture (mixture.json) is used
 as the export uses it, unless --nomixture.
 
-The continuations are made 256 at a time (`server.GENERATE_ROWS`) and printed as they come: the first 256
+The continuations are made 256 at a time (`sampling.GENERATE_ROWS`) and printed as they come: the first 256
 are the signature's rows for --seed, each later group the signature's rows for a seed derived from (--seed,
 group), so any --num_samples runs in the memory of one group (as one batch, a million rows of Brown's 14,118
 float32 outputs are 56 GB a step, and 2·10⁹ rows of a 302-word model ended in a segmentation fault).
@@ -52,7 +52,7 @@ def main(argv, checked):
     # deferred: TensorFlow loads when this runs, not with the module
     import tensorflow as tf
 
-    from nplm_tf.serving import saved_model, server
+    from nplm_tf.serving import sampling, saved_model, server
 
     _, vocab, model = loading.load_trained(MODEL_DIR.value, PRECISION.value)
     ngram, _ = saved_model.load_mixture(MODEL_DIR.value, vocab) if MIXTURE.value else (None, None)
@@ -61,14 +61,14 @@ def main(argv, checked):
     # Python's), so that the graph optimizer rewrites the same graph the same way: run eagerly, the ops went
     # unfused, and a bfloat16 model drew other words than its signature on CPUs with bfloat16 kernels.
     generate = tf.function(serving.generate, input_signature=saved_model.generate_signature(), autograph=False)
-    for group, start in enumerate(range(0, NUM_SAMPLES.value, server.GENERATE_ROWS)):
-        rows = min(server.GENERATE_ROWS, NUM_SAMPLES.value - start)
+    for group, start in enumerate(range(0, NUM_SAMPLES.value, sampling.GENERATE_ROWS)):
+        rows = min(sampling.GENERATE_ROWS, NUM_SAMPLES.value - start)
         out = generate(
             tf.constant([PROMPT.value] * rows),
             tf.constant(MAX_TOKENS.value),
             tf.constant(TEMPERATURE.value, tf.float32),
             tf.constant(TOP_K.value),
-            tf.constant(server.group_seed(SEED.value, group), tf.int64),
+            tf.constant(sampling.group_seed(SEED.value, group), tf.int64),
             tf.constant(ALLOW_UNK.value),
         )
         print("\n".join(text.decode("utf-8") for text in out["text"].numpy()), flush=True)

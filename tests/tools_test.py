@@ -197,9 +197,9 @@ def test_generate_equals_the_signature_with_the_same_seed(trained):
 
 def test_many_samples_are_generated_a_group_at_a_time_each_group_the_signatures_rows_for_its_seed(trained):
     """All rows were one batch, whose outputs grow without bound (2·10⁹ rows ended in a segmentation fault)."""
-    from nplm_tf.serving import server  # not the binary: its flags would clash with other modules' in a worker
+    from nplm_tf.serving import sampling  # not the binary: its flags would clash with other modules' in a worker
 
-    rows = server.GENERATE_ROWS
+    rows = sampling.GENERATE_ROWS
     args = ["--prompt=the cat", "--seed=5", f"--num_samples={rows + 2}", "--max_tokens=8"]
     result = helpers.run_binary("nplm_tf.generate", f"--model_dir={trained['model']}", *args)
     assert result.returncode == 0, result.stderr[-2000:]
@@ -216,9 +216,9 @@ def test_many_samples_are_generated_a_group_at_a_time_each_group_the_signatures_
         )
         return [t.decode() for t in out["text"].numpy()]
 
-    first, second = texts(rows, 5), texts(2, server.group_seed(5, 1))
+    first, second = texts(rows, 5), texts(2, sampling.group_seed(5, 1))
     assert result.stdout.splitlines() == first + second
-    assert second != first[:2] and server.group_seed(5, 1) not in (5, server.group_seed(6, 1))
+    assert second != first[:2] and sampling.group_seed(5, 1) not in (5, sampling.group_seed(6, 1))
 
 
 def test_query_and_generate_compute_in_the_precision_asked(trained, tmp_path):

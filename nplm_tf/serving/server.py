@@ -10,88 +10,17 @@ without tensorflow-text, Keras or this package.
 
 from __future__ import annotations
 
-import keras
-import numpy as np
 import tensorflow as tf
 
 from nplm_tf import config as config_lib
 from nplm_tf.network import heads
-from nplm_tf.network import layer as layer_lib
+from nplm_tf.serving import network as network_lib
+from nplm_tf.serving import sampling
 from pipelines import vocabulary as vocab_lib
 
 SCORE_CHUNK = 2048  # windows per network call when scoring, at most: bounds memory for long texts
 ROW_CHUNK = 2048  # contexts per call when ranking or drawing next words, at most: bounds memory for big requests
 DEFAULT_K = 10
-MAX_GENERATE = 1024  # generate's max_tokens is clipped to this
-GENERATE_ROWS = 256  # `nplm_tf.generate` makes its --num_samples rows this many at a time
-
-
-def group_seed(seed: int, group: int) -> int:
-    """`nplm_tf.generate`'s seed for its `group`-th GENERATE_ROWS rows: `seed` itself for the first, then a
-    64-bit seed drawn from (seed, group), so that no two groups (of this seed or another) repeat each other's."""
-    if group == 0:
-        return seed
-
-    state = np.random.SeedSequence([seed % 2**64, group]).generate_state(1, np.uint64)
-    return int(state.view(np.int64)[0])
-
-
-class Network(tf.Module):
-    """One network as the serving graph computes it: its weights held in the compute dtype, and its head.
-
-    Args:
-      model: the trained Keras model, context ids (batch, n-1) -> outputs, with its `head` (`network.heads`),
-        which turns them into P over the whole vocabulary (a short list's with its tail).
-    """
-
-    def __init__(self, model: keras.Model, name: str = "network"):
-        super().__init__(name=name)
-        layer = model.get_layer("nplm")
-        self.compute_dtype = tf.as_dtype(layer.compute_dtype)
-        # The weights as the layer uses them: cast once here, not on every
-        # request (casting U per call would cost more than a one-row forward pass).
-        held = lambda w, dtype: tf.Variable(tf.cast(w, dtype), trainable=False)  # noqa: E731
-        # Output weights stored as rows (sampled training) are transposed once here: the same matmul as any model.
-        output = lambda w: tf.transpose(w) if w is not None and layer.output_rows else w  # noqa: E731
-        self.C, self.H, self.d = (
-            held(w, self.compute_dtype) if w is not None else None for w in (layer.C, layer.H, layer.d)
-        )
-        self.direct = layer.W is not None  # y has the direct connections W·x
-        self.b = held(layer.b, tf.float32)
-        self.head = model.head
-        self.head_state = self.head.graph_state()  # its tables, tracked by the SavedModel
-        self.head.prepare_serving()  # next_word's tables
-        self.outputs = int(self.b.shape[0])
-        self.context_size = layer.context_size  # n - 1, the words the network reads
-        # The output weights [U; W] in column blocks: the network tail's head (outputs 0..N) and tail apart, so
-        # that computing either reads its own block instead of copying a slice of the matrix on every request.
-        after_list = self.head.block_bounds_after_list
-        bounds = [0, self.head.list_size + 1, self.outputs] if after_list else [0, self.outputs]
-        weights = [output(w) for w in (layer.U, layer.W) if w is not None]
-        self.output_blocks = [
-            [held(w[:, start:stop], self.compute_dtype) for w in weights] for start, stop in zip(bounds, bounds[1:])
-        ]
-        self.block_bounds = bounds
-
-    def hidden(self, context: tf.Tensor) -> list[tf.Tensor]:
-        """(B, c) oldest first -> the output layer's inputs, [tanh(d + H·x)] and x when W exists, as
-        `NPLMLayer.hidden` computes them (`layer.output_layer_inputs`), from the last n-1 words."""
-        if context.shape[1] != self.context_size:  # a mixture's longer context: the network's part
-            context = context[:, context.shape[1] - self.context_size :]
-        return layer_lib.output_layer_inputs(layer_lib.word_features(self.C, context), self.H, self.d, self.direct)
-
-    def output_logits(self, parts: list[tf.Tensor], start=0, stop=None) -> tf.Tensor:
-        """y = b + W·x + U·tanh(d + H·x) for outputs start..stop-1, (B, stop - start) float32. start and stop
-        (None: the last output) must be bounds of the held blocks (`block_bounds`)."""
-        stop = self.outputs if stop is None else stop
-        bounds = self.block_bounds
-        if start not in bounds or stop not in bounds or start >= stop:
-            raise ValueError(f"outputs {start}..{stop} are not a run of the served blocks {bounds}.")
-        ys = [
-            layer_lib.output_sum(parts, block) for block in self.output_blocks[bounds.index(start) : bounds.index(stop)]
-        ]
-        y = ys[0] if len(ys) == 1 else tf.concat(ys, axis=1)
-        return tf.cast(y, tf.float32) + self.b[start:stop]
 
 
 class Server(tf.Module):
@@ -118,7 +47,7 @@ class Server(tf.Module):
     def __init__(self, model, vocab: vocab_lib.Vocabulary, vocab_path: str, ngram=None, weights=None):
         super().__init__(name="nplm_server")
         models = list(model) if isinstance(model, (list, tuple)) else [model]
-        self.networks = [Network(m, name=f"network_{i}") for i, m in enumerate(models)]
+        self.networks = [network_lib.Network(m, name=f"network_{i}") for i, m in enumerate(models)]
         self.ngrams = list(ngram) if isinstance(ngram, (list, tuple)) else ([ngram] if ngram is not None else [])
         members = len(self.networks) + len(self.ngrams)
         # One network with one n-gram and no weights: the network's λ(h) is the n-gram's (mixture.json).
@@ -341,92 +270,5 @@ class Server(tf.Module):
         }
 
     def generate(self, prompt, max_tokens, temperature, top_k, seed, allow_unk=False) -> dict[str, tf.Tensor]:
-        """Samples up to max_tokens words per prompt; greedy when temperature <= 0; stops at `</s>`.
-
-        With top_k > 0 each word is drawn among `next_word`'s k best (ties to the lower id), which `top_words`
-        finds without the (B, |V|) distribution; top_k <= 0 draws from every word (a short list's at temperature
-        1 without that distribution either: `Head.sample`). Unless `allow_unk`, `<unk>` is never
-        chosen: the other words' probabilities are renormalized. A request of more than `row_chunk` prompts is
-        generated in chunks of at most that many (`by_rows`), each after the first with seeds of its own.
-        """
-        allow_unk = tf.cast(allow_unk, tf.bool)
-        exclude = tf.one_hot(self.unk_id, self.vocab_size, on_value=True, off_value=False) & ~allow_unk
-        steps = tf.clip_by_value(tf.cast(max_tokens, tf.int32), 0, MAX_GENERATE)
-        temperature = tf.cast(temperature, tf.float64)
-        # NaN would make every logit NaN, and `<unk>` was then drawn every time, allowed or not.
-        tf.debugging.Assert(~tf.math.is_nan(temperature), ["temperature=nan must be a number (<= 0: greedy)."])
-        top_k = tf.clip_by_value(tf.cast(top_k, tf.int32), 0, self.vocab_size)
-        seed = tf.cast(seed, tf.int64)
-        greedy_only = temperature <= 0
-        # The words one step ranks: 1 when greedy, else top_k; one more when <unk> may have to be skipped.
-        wanted = tf.where(greedy_only, 1, top_k)
-        ranked = tf.minimum(wanted + tf.where(allow_unk, 0, 1), self.vocab_size)
-        context = self.last_context(prompt)  # (B, c)
-
-        def generate_rows(context, chunk):  # (rows, c) -> (rows, steps) the words drawn, `</s>` after the end
-            rows = tf.shape(context)[0]
-
-            def step_seed(i) -> tf.Tensor:
-                # The stateless seed pair of step i, (seed, i); a request of over `row_chunk` rows generates
-                # chunk j with (seed, i + j·2^32): chunk 0 as a smaller request, the others apart (i < 2^32).
-                return tf.stack([seed, tf.cast(i, tf.int64) + tf.cast(chunk, tf.int64) * 2**32])
-
-            def draw(logits: tf.Tensor, i) -> tf.Tensor:  # (rows, candidates) -> (rows,) the candidate drawn
-                return tf.random.stateless_categorical(logits, 1, seed=step_seed(i))[:, 0]
-
-            def among_best(context, i):
-                values, ids = self.top_words_of(context, ranked)  # (rows, ranked), most probable first
-                usable = (ids != self.unk_id) | allow_unk
-                kept = usable & (tf.cumsum(tf.cast(usable, tf.int32), axis=1) <= wanted)
-                greedy = tf.gather(ids, tf.argmax(tf.cast(kept, tf.int32), axis=1), batch_dims=1)
-                temperate = tf.math.log(values) / tf.maximum(temperature, 1e-6)
-                logits = tf.where(kept, temperate, tf.constant(-1e30, tf.float64))
-                sampled = tf.gather(ids, draw(logits, i), batch_dims=1)
-                return tf.where(greedy_only, greedy, sampled)
-
-            def from_distribution(context, i):
-                probs = self.distribution(context)  # (rows, |V|)
-                probs = tf.where(exclude[None, :], tf.constant(0.0, tf.float64), probs)
-                probs = probs / tf.reduce_sum(probs, axis=1, keepdims=True)
-                return draw(tf.math.log(probs) / tf.maximum(temperature, 1e-6), i)
-
-            def among_all(context, i):
-                if not self.samples_without_distribution:
-                    return from_distribution(context, i)
-
-                def from_parts():  # at temperature 1: drawn by the head from its parts, exactly
-                    outputs = self.network_outputs(context)
-                    return self.networks[0].head.sample(outputs, context, step_seed(i), self.unk_id, ~allow_unk)
-
-                return tf.cond(tf.equal(temperature, 1.0), from_parts, lambda: from_distribution(context, i))
-
-            def step(i, context, done, generated):
-                best = greedy_only | (top_k > 0)
-                word = tf.cond(best, lambda: among_best(context, i), lambda: among_all(context, i))
-                word = tf.where(done, tf.constant(self.eos_id, tf.int64), word)
-                context = tf.concat([context[:, 1:], word[:, None]], axis=1)
-                return i + 1, context, done | (word == self.eos_id), tf.concat([generated, word[:, None]], axis=1)
-
-            _, _, _, generated = tf.while_loop(
-                lambda i, _c, done, _g: (i < steps) & ~tf.reduce_all(done),
-                step,
-                (tf.constant(0), context, tf.zeros([rows], tf.bool), tf.zeros([rows, 0], tf.int64)),
-                shape_invariants=(
-                    tf.TensorShape([]),
-                    context.shape,
-                    tf.TensorShape([None]),
-                    tf.TensorShape([None, None]),
-                ),
-            )
-            return tf.pad(generated, [[0, 0], [0, steps - tf.shape(generated)[1]]], constant_values=self.eos_id)
-
-        # At most `row_chunk` rows at a time: a step may hold a (rows, |V|) distribution.
-        generated = self.by_rows(generate_rows, context, tf.TensorSpec([None, None], tf.int64))
-        continuation = tf.RaggedTensor.from_tensor(generated, padding=tf.constant(self.eos_id, tf.int64))
-        continuation = tf.strings.reduce_join(tf.ragged.map_flat_values(self.word, continuation), axis=1, separator=" ")
-        spacer = tf.where((tf.strings.length(prompt) > 0) & (tf.strings.length(continuation) > 0), " ", "")
-        return {
-            "continuation": continuation,
-            "text": tf.strings.join([prompt, spacer, continuation]),
-            "generated_tokens": tf.cast(tf.reduce_sum(tf.cast(generated != self.eos_id, tf.int32), axis=1), tf.int32),
-        }
+        """`sampling.generate` on this server."""
+        return sampling.generate(self, prompt, max_tokens, temperature, top_k, seed, allow_unk)
