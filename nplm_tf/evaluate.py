@@ -42,7 +42,7 @@ from nplm_tf.baselines import build as ngram_lib
 from nplm_tf.baselines import cache, network_mixture
 from nplm_tf.inference import nplm_format
 from nplm_tf.network import loading
-from nplm_tf.tools import ensemble
+from nplm_tf.tools import ensemble, model_flags
 from nplm_tf.training.data import eval_dataset
 from pipelines import app, corpus_flags, files, per_token, tables
 from pipelines import corpus as corpus_lib
@@ -96,7 +96,7 @@ SAVE_MIXTURE = flags.DEFINE_boolean(
 FORMAT = flags.DEFINE_enum(
     "format", None, ["table", "json"], "Output: a table (default on a terminal) or one JSON line (default when piped)."
 )
-PRECISION = run_dir.precision_flag("Score")
+PRECISION = model_flags.precision_flag("Score")
 PROGRESS = flags.DEFINE_boolean(
     "progress", None, "Show a progress bar of the batches on stderr (default: when stderr is a terminal)."
 )
@@ -165,7 +165,7 @@ def check_ensemble():
     given = [f"--{f.name}" for f in (MIXTURE_PER_TOKEN, SAVE_MIXTURE, PRECISION) if f.present]
     if given:
         raise UserError(f"{', '.join(given)} is for one --model_dir; leave it out with --model_dirs.")
-    model_dirs, _ = run_dir.match_model_dirs(MODEL_DIRS.value)
+    model_dirs, _ = model_flags.match_model_dirs(MODEL_DIRS.value)
     ngram_dirs = corpus_lib.split_patterns(NGRAM_DIR.value) if NGRAM_DIR.value else []
     for directory in ngram_dirs:
         if not os.path.isdir(directory):

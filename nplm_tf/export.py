@@ -32,7 +32,7 @@ from nplm_tf import hardware, run_dir
 from nplm_tf.config import ConfigError
 from nplm_tf.inference import nplm_format
 from nplm_tf.network import loading
-from nplm_tf.tools import ensemble
+from nplm_tf.tools import ensemble, model_flags
 from pipelines import app, files
 
 MODEL_DIR = app.define_path("model_dir", None, "A directory written by nplm_tf.train.")
@@ -45,7 +45,7 @@ ENSEMBLE = app.define_path(
 EXPORT_DIR = app.define_path("export_dir", None, "Where to write <version>/saved_model.pb (default: MODEL_DIR/export).")
 VERSION = flags.DEFINE_integer("version", None, "Version subdirectory (default: one above the largest present).")
 MIXTURE = flags.DEFINE_boolean("mixture", True, "Serve the n-gram mixture when MODEL_DIR/mixture.json exists.")
-PRECISION = run_dir.precision_flag("Serve")
+PRECISION = model_flags.precision_flag("Serve")
 FORMAT = flags.DEFINE_enum(
     "format",
     "savedmodel",

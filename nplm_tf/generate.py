@@ -21,6 +21,7 @@ from absl import flags
 from nplm_tf import run_dir
 from nplm_tf.config import ConfigError
 from nplm_tf.network import loading
+from nplm_tf.tools import model_flags
 from pipelines import app
 
 MODEL_DIR = app.define_path("model_dir", None, "A directory written by nplm_tf.train.", required=True)
@@ -34,7 +35,7 @@ NUM_SAMPLES = flags.DEFINE_integer(
 )
 ALLOW_UNK = flags.DEFINE_boolean("allow_unk", False, "Let <unk> be generated.")
 MIXTURE = flags.DEFINE_boolean("mixture", True, "Use the n-gram mixture when MODEL_DIR/mixture.json exists.")
-PRECISION = run_dir.precision_flag("Generate")
+PRECISION = model_flags.precision_flag("Generate")
 
 
 def check() -> None:

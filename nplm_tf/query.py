@@ -20,9 +20,9 @@ in NumPy (float32, no TensorFlow) unless --precision names one.
 
 from absl import flags
 
-from nplm_tf import run_dir
 from nplm_tf.config import ConfigError
 from nplm_tf.tools import lines as lines_lib
+from nplm_tf.tools import model_flags
 from nplm_tf.tools.text_input import read_lines
 from pipelines import app
 
@@ -37,7 +37,7 @@ NGRAM_DIR = app.define_path(
 )
 NGRAM_ONLY = flags.DEFINE_boolean("ngram_only", False, "With --ngram_dir: score with the n-gram alone (λ = 0).")
 BATCH_LINES = flags.DEFINE_integer("batch_lines", 10_000, "Lines read and scored together.")
-MIXTURE, PRECISION = run_dir.numpy_scoring_flags()
+MIXTURE, PRECISION = model_flags.numpy_scoring_flags()
 
 
 def format_line(score, order: int) -> str:
@@ -52,10 +52,10 @@ def format_line(score, order: int) -> str:
 
 def check():
     """The flag values and the kinds of the directories given, before any model (or TensorFlow) loads; returns
-    `run_dir.scoring_models`'s (model_dir, ngram_dir, mode)."""
+    `model_flags.scoring_models`'s (model_dir, ngram_dir, mode)."""
     if BATCH_LINES.value < 1:
         raise ConfigError(f"--batch_lines={BATCH_LINES.value} must be at least 1.")
-    return run_dir.scoring_models(MODEL_DIR.value, NGRAM_DIR.value, NGRAM_ONLY.value, precision=PRECISION.value)
+    return model_flags.scoring_models(MODEL_DIR.value, NGRAM_DIR.value, NGRAM_ONLY.value, precision=PRECISION.value)
 
 
 def main(argv, checked):

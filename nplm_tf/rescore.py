@@ -17,10 +17,9 @@ import sys
 
 from absl import flags
 
-from nplm_tf import run_dir
 from nplm_tf.config import ConfigError
 from nplm_tf.tools import lines as lines_lib
-from nplm_tf.tools import nbest
+from nplm_tf.tools import model_flags, nbest
 from nplm_tf.tools.text_input import read_lines
 from pipelines import app
 
@@ -32,17 +31,17 @@ NGRAM_DIR = app.define_path(
 )
 FEATURE_NAME = flags.DEFINE_string("feature_name", "NPLM", "Name of the appended feature.")
 BATCH_LINES = flags.DEFINE_integer("batch_lines", 10_000, "Hypotheses read and scored together.")
-MIXTURE, PRECISION = run_dir.numpy_scoring_flags()
+MIXTURE, PRECISION = model_flags.numpy_scoring_flags()
 
 
 def check():
     """The flag values and the kinds of the directories given, before any model (or TensorFlow) loads; returns
-    `run_dir.scoring_models`'s (model_dir, ngram_dir, mode)."""
+    `model_flags.scoring_models`'s (model_dir, ngram_dir, mode)."""
     if BATCH_LINES.value < 1:
         raise ConfigError(f"--batch_lines={BATCH_LINES.value} must be at least 1.")
     if not FEATURE_NAME.value or any(c.isspace() for c in FEATURE_NAME.value) or "=" in FEATURE_NAME.value:
         raise ConfigError(f"--feature_name={FEATURE_NAME.value!r} must be one word without '='.")
-    return run_dir.scoring_models(MODEL_DIR.value, NGRAM_DIR.value, precision=PRECISION.value)
+    return model_flags.scoring_models(MODEL_DIR.value, NGRAM_DIR.value, precision=PRECISION.value)
 
 
 def main(argv, checked):

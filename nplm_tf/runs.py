@@ -37,7 +37,8 @@ import sys
 from absl import flags
 
 from nplm_tf.config import Config
-from nplm_tf.run_dir import RunDir, match_model_dirs
+from nplm_tf.run_dir import RunDir
+from nplm_tf.tools.model_flags import match_model_dirs
 from pipelines import app, files, tables
 from pipelines.errors import UserError
 

@@ -54,7 +54,7 @@ def saved_mixture_ngram(model_dir: str) -> str | None:
 
 
 def line_scorer(model_dir: str | None, ngram_dir: str | None, mode: str, precision=None, mixture: bool = True):
-    """The `LineScorer` of `run_dir.scoring_models`'s answer: a network alone is mixed with the n-gram its
+    """The `LineScorer` of `model_flags.scoring_models`'s answer: a network alone is mixed with the n-gram its
     directory's mixture.json keeps, unless `mixture` is False (query's and rescore's --nomixture)."""
     if mode == "network" and mixture:
         ngram_dir = saved_mixture_ngram(model_dir)
