@@ -101,7 +101,7 @@ def test_balancing_workers_needs_local_sgd():
 
 def test_every_config_field_is_a_train_flag_with_its_default_and_values():
     """The configuration is described once: `train` defines a flag per `Config` field whose default is the field's
-    (read from `Config()`, not retyped; `train`'s own bound on epochs and min_improvement read from it) and whose
+    (read from `Config()`, not retyped; `train`'s own defaults for a new run read from its TRAIN_DEFAULTS) and whose
     choices are the values `Config` accepts."""
     import dataclasses
     import subprocess
@@ -114,7 +114,7 @@ def test_every_config_field_is_a_train_flag_with_its_default_and_values():
         "import json; from absl import flags; import nplm_tf.train; "
         "print(json.dumps({n: [f.default, sorted(getattr(f.parser, 'enum_values', None) or [])] "
         "for n, f in flags.FLAGS._flags().items()})); "
-        "print(json.dumps({'epochs': nplm_tf.train.EPOCHS_BOUND, 'min_improvement': nplm_tf.train.MIN_IMPROVEMENT}))"
+        "print(json.dumps(nplm_tf.train.TRAIN_DEFAULTS))"
     )
     out = subprocess.run([sys.executable, "-c", probe], cwd=helpers.ROOT, capture_output=True, text=True, check=True)
     defined, own = (json.loads(line) for line in out.stdout.splitlines()[-2:])
@@ -127,8 +127,8 @@ def test_every_config_field_is_a_train_flag_with_its_default_and_values():
     for field in dataclasses.fields(Config):
         assert field.name in defined, f"Config.{field.name} has no --{field.name}"
         default, values = defined[field.name]
-        # `train` without flags trains until the gain stops, within a bound (tests/convergence_test.py): its own
-        # defaults, which configs written without them do not take
+        # `train` without flags trains a larger shape until the gain stops, within a bound
+        # (tests/convergence_test.py): its own defaults, which configs written without them do not take
         assert default == own.get(field.name, field.default), field.name
         if field.name in choices:
             assert values == sorted(choices[field.name]), field.name

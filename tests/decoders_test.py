@@ -182,8 +182,8 @@ def test_the_readmes_decoder_snippet_runs_as_written(model_dir, tmp_path):
     text = open(os.path.join(helpers.ROOT, "README.md"), encoding="utf-8").read()
     start = text.index("    import numpy as np\n    import nplm_tf\n")
     code = textwrap.dedent(text[start : text.index("\n\n**", start)])  # to the next paragraph
-    assert '"runs/mlp9"' in code
-    code = code.replace('"runs/mlp9"', repr(model_dir))
+    assert '"runs/net"' in code
+    code = code.replace('"runs/net"', repr(model_dir))
     env = dict(os.environ, PYTHONPATH=helpers.ROOT)
     result = subprocess.run(
         [sys.executable, "-c", code], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300

@@ -31,6 +31,7 @@ TINY_FLAGS = [
     "--weight_decay=0",
     "--precision=float32",
     "--shuffle_buffer=64",
+    "--average=0",  # the paper's weights, not `train`'s default average of them
 ]
 
 

@@ -257,7 +257,10 @@ def test_raw_scores_are_the_networks_outputs_from_the_precomputed_first_layer(mo
 def test_raw_scoring_refuses_what_has_no_raw_log_probability_in_one_sentence(models):
     cases = [
         (models["softmax"], "raw outputs are not log-probabilities: ln Z on valid has mean"),
-        (models["kn3"], "normalized=False scores a network's raw outputs; " + models["kn3"] + " is an n-gram directory"),
+        (
+            models["kn3"],
+            "normalized=False scores a network's raw outputs; " + models["kn3"] + " is an n-gram directory",
+        ),
         (models["class"], "is a mixture: give a network's model directory (mixture=False"),
     ]
     for path, message in cases:

@@ -11,9 +11,31 @@ from nplm_tf.baselines import kneser_ney as kn
 from nplm_tf.config import Config, ConfigError
 from nplm_tf.run_dir import RunDir, TrainingLock
 from nplm_tf.training import tail as tail_lib
-from nplm_tf.training.data import Data, large_vocabulary_note, prepare_data
+from nplm_tf.training.data import LARGE_VOCABULARY, Data, large_vocabulary_note, prepare_data
 from pipelines import corpus as corpus_lib
 from pipelines import files
+from pipelines import vocabulary as vocab_lib
+
+# `nplm_tf.train`'s short list for a new run on a large vocabulary that chose no head (benchmarks/README.md,
+# "Defaults beyond Brown": on GCIDE it trains several times faster than the full softmax at the same shape).
+LARGE_VOCABULARY_SHORTLIST = 4000
+
+
+def head_for_vocabulary(config: Config, corpus: corpus_lib.Corpus) -> tuple[Config, str | None]:
+    """`nplm_tf.train`'s output layer by the corpus's size, for a new run whose flags chose none: from
+    `LARGE_VOCABULARY` words (|V| of train at the config's --min_count and --max_vocab) a short list of the
+    `LARGE_VOCABULARY_SHORTLIST` most frequent with the class tail, whose output layer costs O(h·N) a token, not
+    O(h·|V|); below it the full softmax. Returns the config and the sentence that says what was chosen."""
+    for name in corpus_lib.SPLITS:  # refused as `prepare_vocabulary` refuses them, before the count
+        corpus_lib.check_split(corpus[name], config.order)
+    vocab_size = vocab_lib.build(corpus["train"], config.min_count, config.max_vocab).size
+    if vocab_size < LARGE_VOCABULARY:
+        return config, None
+    config = Config.from_dict(dict(config.to_dict(), shortlist=LARGE_VOCABULARY_SHORTLIST, tail="class"))
+    return config, (
+        f"|V| = {vocab_size:,}: a short list of the {LARGE_VOCABULARY_SHORTLIST:,} most frequent words, the rest "
+        "scored by a Kneser-Ney tail (--shortlist=0 keeps the full softmax)."
+    )
 
 
 def _other_run(model_dir: str, what: str, changes: str, same: str) -> ConfigError:
