@@ -18,8 +18,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from nplm_tf.network import heads
-from nplm_tf.network import layer as layer_lib
+from nplm_tf.network import equation, heads
 from nplm_tf.network.heads.ops import token_nll
 
 NOISE_DISTORTION = 0.75  # noise ∝ count^0.75
@@ -220,8 +219,8 @@ class Sampled(Objective):
         used = tf.concat([tf.gather(w, ids) for w in rows], axis=1)  # (U, D) only the rows in use
         bias = tf.gather(layer.b, ids)  # (U,)
         true_rows = tf.gather(used, index[:batch])  # (B, D)
-        true_logit = layer_lib.own_row_logits(z, true_rows, tf.gather(bias, index[:batch]))  # (B,)
-        noise_logits = layer_lib.row_logits(z, tf.gather(used, index[batch:]), tf.gather(bias, index[batch:]))
+        true_logit = equation.own_row_logits(z, true_rows, tf.gather(bias, index[:batch]))  # (B,)
+        noise_logits = equation.row_logits(z, tf.gather(used, index[batch:]), tf.gather(bias, index[batch:]))
         true_logit -= tf.math.log(true_count)
         noise_logits -= tf.math.log(sampled_count)[None, :]
         if self.kind == "nce":  # data (label 1) against noise (label 0)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import keras
 import tensorflow as tf
 
-from nplm_tf.network import layer as layer_lib
+from nplm_tf.network import equation
 
 
 class Network(tf.Module):
@@ -51,7 +51,7 @@ class Network(tf.Module):
         `NPLMLayer.hidden` computes them (`layer.output_layer_inputs`), from the last n-1 words."""
         if context.shape[1] != self.context_size:  # a mixture's longer context: the network's part
             context = context[:, context.shape[1] - self.context_size :]
-        return layer_lib.output_layer_inputs(layer_lib.word_features(self.C, context), self.H, self.d, self.direct)
+        return equation.output_layer_inputs(equation.word_features(self.C, context), self.H, self.d, self.direct)
 
     def output_logits(self, parts: list[tf.Tensor], start=0, stop=None) -> tf.Tensor:
         """y = b + W·x + U·tanh(d + H·x) for outputs start..stop-1, (B, stop - start) float32. start and stop
@@ -61,7 +61,7 @@ class Network(tf.Module):
         if start not in bounds or stop not in bounds or start >= stop:
             raise ValueError(f"outputs {start}..{stop} are not a run of the served blocks {bounds}.")
         ys = [
-            layer_lib.output_sum(parts, block) for block in self.output_blocks[bounds.index(start) : bounds.index(stop)]
+            equation.output_sum(parts, block) for block in self.output_blocks[bounds.index(start) : bounds.index(stop)]
         ]
         y = ys[0] if len(ys) == 1 else tf.concat(ys, axis=1)
         return tf.cast(y, tf.float32) + self.b[start:stop]

@@ -82,7 +82,7 @@ class ClassSoftmax(base.Head):
         """−ln P(class) from the C class rows and −ln P(w | class) from the S rows of the target's class, per
         example; R(θ) decays every output row, as the full softmax does. The output matmuls are float32."""
         # deferred: TensorFlow loads when this runs, not with the module
-        from nplm_tf.network import layer as layer_lib
+        from nplm_tf.network import equation
         from nplm_tf.network.heads import ops
 
         c = self.classes
@@ -91,7 +91,7 @@ class ClassSoftmax(base.Head):
         class_rows, word_rows, square_sum = ops.split_rows(output, c)
         target = tf.cast(tf.reshape(target, [-1]), tf.int32)
         cls, place, ids, real = self._window(target)
-        nll = ops.token_nll(cls, layer_lib.row_logits(z, class_rows, layer.b[:c]))
+        nll = ops.token_nll(cls, equation.row_logits(z, class_rows, layer.b[:c]))
         weights = tf.gather(word_rows, ids)  # (B, S, D)
         logits = tf.einsum("bd,bsd->bs", z, weights) + tf.gather(layer.b[c:], ids)
         logits = tf.where(real, logits, tf.constant(-1e30, logits.dtype))

@@ -59,7 +59,7 @@ class NetworkTail(base.Head):
         of |V| − N) rows of the full softmax's |V|. R(θ) decays every output row, as the full softmax does.
         The output matmuls are float32, as a sampled objective's are."""
         # deferred: TensorFlow loads when this runs, not with the module
-        from nplm_tf.network import layer as layer_lib
+        from nplm_tf.network import equation
         from nplm_tf.network.heads import ops
 
         n = self.list_size
@@ -67,10 +67,10 @@ class NetworkTail(base.Head):
         output = rows[0] if len(rows) == 1 else tf.concat(rows, axis=1)  # (|V| + 1, D)
         head_rows, tail_rows, square_sum = ops.split_rows(output, n + 1)
         target = tf.cast(tf.reshape(target, [-1]), tf.int32)
-        head = layer_lib.row_logits(z, head_rows, layer.b[: n + 1])
+        head = equation.row_logits(z, head_rows, layer.b[: n + 1])
         nll = ops.token_nll(tf.minimum(target, n), head)  # (B,)
         in_tail = tf.where(target >= n)  # (T, 1)
-        tail_logits = layer_lib.row_logits(tf.gather_nd(z, in_tail), tail_rows, layer.b[n + 1 :])
+        tail_logits = equation.row_logits(tf.gather_nd(z, in_tail), tail_rows, layer.b[n + 1 :])
         tail_nll = ops.token_nll(tf.gather_nd(target, in_tail) - n, tail_logits)  # (T,)
         nll += tf.scatter_nd(in_tail, tail_nll, tf.shape(nll, out_type=tf.int64))
         regularization += layer.weight_decay * square_sum
