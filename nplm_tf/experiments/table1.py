@@ -15,6 +15,7 @@ from nplm_tf import run_dir
 from nplm_tf.baselines import build as ngram_lib
 from nplm_tf.baselines import network_mixture
 from nplm_tf.config import Config
+from nplm_tf.experiments import curves
 from nplm_tf.network import loading, scoring
 from nplm_tf.training import trainer
 from nplm_tf.training.data import eval_dataset
@@ -283,7 +284,7 @@ def write_table(output_dir: str, rows: list[dict], command: str, seconds: float,
         *(["", protocol_text] if protocol_text else []),
     ]
     files.write_text(os.path.join(output_dir, "table.md"), "\n".join(lines) + "\n")
-    plot_curves(rows, os.path.join(output_dir, "curves.png"))
+    curves.plot_curves(rows, os.path.join(output_dir, "curves.png"))
 
 
 def seeds_note(rows: list[dict]) -> str:
@@ -293,44 +294,3 @@ def seeds_note(rows: list[dict]) -> str:
         "perplexity is in table.json); their intervals resample the runs as well as the units, and the curves are "
         "the first seed's."
     )
-
-
-def plot_curves(rows: list[dict], path: str) -> None:
-    """Validation perplexity per epoch (left) and the training loss over steps (right), one line per network.
-
-    The loss curve shows progress within an epoch, so a one-epoch run still has something to read.
-    """
-    # deferred: matplotlib loads when this runs, not with the module
-    import matplotlib
-    import matplotlib.ticker
-
-    matplotlib.use("Agg")
-    # deferred: matplotlib loads when this runs, not with the module
-    from matplotlib import pyplot as plt
-
-    networks = [r for r in rows if r.get("curve")]
-    fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4.5), dpi=100)
-    epochs = max((len(r["curve"]) for r in networks), default=1)
-    for r in networks:
-        label = f"{r['name']} (n={r['n']}, h={r['h']}, m={r['m']}{', direct' if r['direct'] else ''})"
-        (line,) = left.plot(range(1, len(r["curve"]) + 1), r["curve"], marker="o", label=label)
-        if r.get("loss_curve"):
-            steps, losses = zip(*r["loss_curve"])
-            right.plot(steps, losses, color=line.get_color(), label=label)
-    left.set_xlim(0.5, epochs + 0.5)
-    # Whole epochs only (MaxNLocator falls back to fractions when the range holds a single integer).
-    left.xaxis.set_major_locator(matplotlib.ticker.MultipleLocator(max(1, -(-epochs // 10))))
-    left.xaxis.set_major_formatter(matplotlib.ticker.FormatStrFormatter("%d"))
-    left.set_xlabel("epoch")
-    left.set_ylabel("validation perplexity")
-    left.set_title("validation perplexity after each epoch")
-    right.set_xlabel("training step")
-    right.set_ylabel("training loss (mean -ln P per interval)")
-    right.set_title("training loss over steps")
-    for ax in (left, right):
-        ax.grid(alpha=0.3)
-        if ax.lines:
-            ax.legend(fontsize=8)
-    fig.tight_layout()
-    files.replace_atomically(path, fig.savefig)
-    plt.close(fig)
