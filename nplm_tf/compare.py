@@ -132,40 +132,7 @@ def main(argv, checked):
     if (FORMAT.value or ("table" if tables.on_terminal() else "json")) == "json":
         print(json.dumps(result))
     else:
-        print(summary_table(result))
-
-
-def summary_table(result: dict) -> str:
-    """The comparison as a person reads it: each model's perplexity, the ratio with its interval, per band."""
-
-    def interval(row: dict) -> str:
-        low_high = row.get("ratio_95")
-        return f"{low_high[0]:.3f}–{low_high[1]:.3f}" if low_high else "n/a"
-
-    def line(name: str, row: dict, tokens: int) -> list[str]:
-        if "ratio" not in row:  # a band without tokens
-            return [name, "0", "", "", "", ""]
-        ratio = row["ratio"]
-        return [
-            name,
-            f"{tokens:,}",
-            f"{row['baseline_perplexity']:.2f}",
-            f"{row['candidate_perplexity']:.2f}",
-            f"{ratio:.3f}",
-            interval(row),
-        ]
-
-    rows = [line("all tokens", result, result["tokens"])]
-    for band in result.get("bands", []):
-        first, end = band["ids"]
-        rows.append(line(f"ids {first}–{end - 1 if end else 'end'}", band, band["tokens"]))
-    header = ["tokens", "count", "baseline ppl", "candidate ppl", "ratio", "95% interval"]
-    share = result["candidate_better_share"]
-    return (
-        tables.text_table(header, rows)
-        + f"\n{result['units']:,} units, {result['samples']:,} resamplings; the candidate is better in {share:.1%} "
-        "of them (--format=json: every figure)"
-    )
+        print(per_token.summary_table(result))
 
 
 def run():

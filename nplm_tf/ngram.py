@@ -80,29 +80,11 @@ def check():
 
 def main(argv, corpus):
     if FROM_ARPA.value:
-        metrics = build.import_arpa(
-            FROM_ARPA.value,
-            OUTPUT.value,
-            corpus,
-            MIN_COUNT.value,
-            MAX_VOCAB.value,
-            UNK_TOKEN.value,
-            ARPA.value,
-            PER_TOKEN.value,
-        )
-        print(json.dumps({k: metrics[k] for k in ("order", "valid_perplexity", "test_perplexity", "vocab_size")}))
-        return
-    metrics = build.train_ngram(
-        ORDER.value,
-        OUTPUT.value,
-        corpus,
-        MIN_COUNT.value,
-        ARPA.value,
-        SMOOTHING.value,
-        MAX_VOCAB.value,
-        PER_TOKEN.value,
-        PRUNE.value,
-    )
+        args = (FROM_ARPA.value, OUTPUT.value, corpus, MIN_COUNT.value, MAX_VOCAB.value, UNK_TOKEN.value)
+        metrics = build.import_arpa(*args, ARPA.value, PER_TOKEN.value)
+    else:
+        args = (ORDER.value, OUTPUT.value, corpus, MIN_COUNT.value, ARPA.value, SMOOTHING.value, MAX_VOCAB.value)
+        metrics = build.train_ngram(*args, PER_TOKEN.value, PRUNE.value)
     print(json.dumps({k: metrics[k] for k in ("order", "valid_perplexity", "test_perplexity", "vocab_size")}))
 
 

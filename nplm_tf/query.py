@@ -40,16 +40,6 @@ BATCH_LINES = flags.DEFINE_integer("batch_lines", 10_000, "Lines read and scored
 MIXTURE, PRECISION = model_flags.numpy_scoring_flags()
 
 
-def format_line(score, order: int) -> str:
-    lengths = score.lengths if score.lengths is not None else [min(p + 1, order) for p in range(len(score.ids))]
-    fields = [
-        f"{word}={int(i)} {int(n)} {value:.6g}"
-        for word, i, n, value in zip(score.words, score.ids, lengths, score.log10)
-    ]
-    oov = int((score.ids[:-1] == 1).sum()) if len(score.ids) else 0
-    return "\t".join([*fields, f"Total: {score.total:.8g} OOV: {oov}"])
-
-
 def check():
     """The flag values and the kinds of the directories given, before any model (or TensorFlow) loads; returns
     `model_flags.scoring_models`'s (model_dir, ngram_dir, mode)."""
@@ -71,7 +61,7 @@ def main(argv, checked):
     def flush():
         nonlocal total, tokens, oov_total, oov_tokens
         for score in scorer.score(batch):
-            print(format_line(score, order), flush=False)
+            print(lines_lib.kenlm_line(score, order), flush=False)
             total += score.total
             tokens += len(score.ids)
             unknown = score.ids == 1

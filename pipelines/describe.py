@@ -1,15 +1,11 @@
 """Prints one JSON line describing a corpus: predicted tokens per split, |V|, OOV rates.
 
-python -m pipelines.describe --corpus=brown [--shortlists=2000,4000,8000]
+    python -m pipelines.describe --corpus=brown [--shortlists=2000,4000,8000] [--write_text=DIR]
 
-With `--shortlists`, also the share of each split's predicted tokens that a short list of N words
-(`nplm_tf.train --shortlist=N`: ids 0..N-1, `</s>` and `<unk>` included) leaves to the tail, to choose N
-before training.
-
-With `--write_text=DIR`, also each split as the models read it, for another toolkit to build and score its
-own model on the same data and vocabulary (KenLM's `lmplz` and `query`, SRILM's `ngram-count`):
-DIR/train.txt, valid.txt and test.txt, one unit (a Brown text, a GCIDE entry, a line of your files) a line,
-its tokens joined by single spaces, every token the vocabulary does not hold written as `--unk_token`.
+`--shortlists`: also the share of each split's predicted tokens a short list of N words (`train --shortlist=N`)
+leaves to its tail. `--write_text=DIR`: also each split as the models read it (DIR/train.txt, valid.txt, test.txt;
+a unit a line, tokens joined by single spaces, words outside the vocabulary as `--unk_token`), for another toolkit
+(KenLM's `lmplz` and `query`, SRILM's `ngram-count`) to build and score its model on the same data and vocabulary.
 """
 
 import errno
@@ -73,21 +69,7 @@ def main(argv, checked):
     corpus, shortlists = checked
     vocab = vocabulary.build(corpus["train"], MIN_COUNT.value, MAX_VOCAB.value)
     app.positive_ints(SHORTLISTS, vocab.size)
-    summary = {"corpus": corpus.name, "vocab_size": vocab.size, "tokens": {}, "lines": {}, "oov_rate": {}}
-    if shortlists:
-        summary["tail_share"] = {str(n): {} for n in shortlists}
-    for name in SPLITS:
-        counts, tokens, lines = vocabulary.count_split(corpus[name])
-        unknown = vocab.unknown(counts)  # a literal </s> or <unk> in the text too, as in training
-        predicted = tokens + lines  # every line also predicts </s>
-        summary["tokens"][name] = predicted
-        summary["lines"][name] = lines
-        summary["oov_rate"][name] = unknown / predicted if tokens else 0.0
-        if shortlists:
-            ids = vocab.ids(counts)  # as training maps them: unknown words (in the list) are <unk>
-            for n in shortlists:
-                tail = sum(c for i, c in zip(ids, counts.values()) if i >= n)
-                summary["tail_share"][str(n)][name] = tail / predicted if tokens else 0.0
+    summary = vocabulary.corpus_summary(corpus, vocab, shortlists)
     if WRITE_TEXT.value is not None:
         try:  # only the check: a corpus error while writing is a ValueError too (UserError), with its own sentence
             vocabulary.check_unk_token(vocab, UNK_TOKEN.value)

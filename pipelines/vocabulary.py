@@ -187,3 +187,24 @@ def write_splits(corpus: corpus_lib.Corpus, vocab: Vocabulary, directory: str, u
             os.remove(path)
         files.remove_empty_directories(made)
         raise
+
+
+def corpus_summary(corpus: corpus_lib.Corpus, vocab: Vocabulary, shortlists: list[int] = ()) -> dict:
+    """`pipelines.describe`'s figures of a corpus under `vocab`: predicted tokens, lines and OOV rate per split,
+    and with `shortlists` the share of each split's tokens each short list of N ids leaves to its tail."""
+    summary = {"corpus": corpus.name, "vocab_size": vocab.size, "tokens": {}, "lines": {}, "oov_rate": {}}
+    if shortlists:
+        summary["tail_share"] = {str(n): {} for n in shortlists}
+    for name in corpus_lib.SPLITS:
+        counts, tokens, lines = count_split(corpus[name])
+        unknown = vocab.unknown(counts)  # a literal </s> or <unk> in the text too, as in training
+        predicted = tokens + lines  # every line also predicts </s>
+        summary["tokens"][name] = predicted
+        summary["lines"][name] = lines
+        summary["oov_rate"][name] = unknown / predicted if tokens else 0.0
+        if shortlists:
+            ids = vocab.ids(counts)  # as training maps them: unknown words (in the list) are <unk>
+            for n in shortlists:
+                tail = sum(c for i, c in zip(ids, counts.values()) if i >= n)
+                summary["tail_share"][str(n)][name] = tail / predicted if tokens else 0.0
+    return summary

@@ -4,9 +4,9 @@ import json
 
 import pytest
 
-from nplm_tf import runs
 from nplm_tf.config import Config
 from nplm_tf.run_dir import RunDir
+from nplm_tf.tools import run_table as runs
 from tests import helpers
 
 

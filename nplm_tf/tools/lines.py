@@ -230,3 +230,15 @@ def matched_lengths(ngram, data: TokenArrays) -> np.ndarray:
         ids = ngram.extend_ids(ids, data, k)
         length[ids >= 0] = k
     return length[data.predicted]
+
+
+def kenlm_line(score, order: int) -> str:
+    """A `LineScore` as KenLM's `query` prints a line: word=id n log10P per token, then the total and OOVs (n:
+    the matched length, else min(position + 1, order))."""
+    lengths = score.lengths if score.lengths is not None else [min(p + 1, order) for p in range(len(score.ids))]
+    fields = [
+        f"{word}={int(i)} {int(n)} {value:.6g}"
+        for word, i, n, value in zip(score.words, score.ids, lengths, score.log10)
+    ]
+    oov = int((score.ids[:-1] == 1).sum()) if len(score.ids) else 0
+    return "\t".join([*fields, f"Total: {score.total:.8g} OOV: {oov}"])
