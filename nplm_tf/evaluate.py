@@ -28,23 +28,16 @@ cache of the text so far (`baselines/cache.py`: a unigram model of the document'
 with no blank line gets the last --cache_window words, across lines. No served model keeps it.
 """
 
-import contextlib
 import json
-import math
 import os
 import sys
 
-import numpy as np
 from absl import flags
 
 from nplm_tf import run_dir
-from nplm_tf.baselines import build as ngram_lib
 from nplm_tf.baselines import cache, network_mixture
-from nplm_tf.inference import nplm_format
-from nplm_tf.network import loading
-from nplm_tf.tools import ensemble, model_flags
-from nplm_tf.training.data import eval_dataset
-from pipelines import app, corpus_flags, files, per_token, tables
+from nplm_tf.tools import ensemble, evaluation, model_flags
+from pipelines import app, corpus_flags, files, tables
 from pipelines import corpus as corpus_lib
 from pipelines.errors import UserError
 
@@ -197,26 +190,8 @@ def check_ensemble():
 
 def evaluate_ensemble(corpus, split, model_dirs, ngram_dirs, decays) -> None:
     members = ensemble.Members.load(model_dirs, ngram_dirs, decays, CACHE_WINDOW.value)
-    report, probs, ids = ensemble.fit_and_score(members, corpus["valid"], split)
-    fit = report.pop("fit")
-    if PER_TOKEN.value:
-        per_token.write(PER_TOKEN.value, (members.vocab.words[i] for i in ids), np.log(probs))
-    form = output_form()
-    if form == "json":
-        print(json.dumps(report), flush=True)
-    else:
-        rows = [[m["model"], f"{m['perplexity']:.2f}", ""] for m in report["members"]]
-        rows.append(["uniform weights", f"{report['uniform']['perplexity']:.2f}", ""])
-        rows.append(
-            [
-                "weights by EM on valid",
-                f"{report['em']['perplexity']:.2f}",
-                " ".join(f"{w:.3f}" for w in report["em"]["weights"]),
-            ]
-        )
-        if "context_frequency" in report:
-            rows.append(["weights per context frequency", f"{report['context_frequency']['perplexity']:.2f}", ""])
-        print(tables.text_table(["model", "perplexity", "weights"], rows, right=[False, True, False]), flush=True)
+    report, fit = evaluation.score_ensemble(members, corpus, split, PER_TOKEN.value)
+    print(json.dumps(report) if output_form() == "json" else evaluation.ensemble_table(report), flush=True)
     if SAVE_ENSEMBLE.value:
         ensemble.save_fit(SAVE_ENSEMBLE.value, fit)
         print(f"saved the ensemble's weights in {SAVE_ENSEMBLE.value}.", file=sys.stderr)
@@ -230,45 +205,19 @@ def main(argv, checked):
         evaluate_nplm(checked[1])
         return
     app.import_tensorflow_quietly()
-    # deferred: TensorFlow loads when this runs, not with the module
-    from nplm_tf.network import scoring
-
     corpus, split = checked
-    config, vocab, model = loading.load_trained(MODEL_DIR.value, PRECISION.value)
-
-    nll_parts = []  # kept for the mixture, so the split is scored once
-    with contextlib.ExitStack() as stack:
-        out = None
-        if PER_TOKEN.value:  # written under a temporary name, renamed once complete
-            out = stack.enter_context(
-                open(stack.enter_context(files.atomic_output(PER_TOKEN.value)), "w", encoding="utf-8")
-            )
-
-        def on_batch(targets, nll):
-            if out:
-                for target, value in zip(targets, nll):
-                    out.write(per_token.line(vocab.words[target], -value))
-            if NGRAM_DIR.value:
-                nll_parts.append(nll)
-
-        progress = sys.stderr.isatty() if PROGRESS.value is None else PROGRESS.value
-        result = scoring.score(
-            model,
-            eval_dataset(split, vocab, config),
-            vocab.unk_id,
-            on_batch=on_batch if out or NGRAM_DIR.value else None,
-            progress=progress,
-        )
-    summary = {"perplexity": result.perplexity, "tokens": result.tokens, "oov_rate": result.oov_rate}
-    if NGRAM_DIR.value:
-        eval_probs = np.exp(-np.concatenate(nll_parts))
-        report = mix_with_ngram(
-            config, vocab, model, corpus["valid"], split, eval_probs, progress, MIXTURE_PER_TOKEN.value
-        )
-        fit = report.pop("fit")
-        summary["mixture"] = report
-    form = output_form()
-    print(json.dumps(summary) if form == "json" else summary_table(summary), flush=True)
+    progress = sys.stderr.isatty() if PROGRESS.value is None else PROGRESS.value
+    summary, fit = evaluation.score_network(
+        MODEL_DIR.value,
+        corpus,
+        split,
+        NGRAM_DIR.value,
+        PER_TOKEN.value,
+        MIXTURE_PER_TOKEN.value,
+        PRECISION.value,
+        progress,
+    )
+    print(json.dumps(summary) if output_form() == "json" else evaluation.summary_table(summary), flush=True)
     if NGRAM_DIR.value:
         if SAVE_MIXTURE.value:
             saved = network_mixture.save_fit(MODEL_DIR.value, {"fit": fit})
@@ -286,52 +235,13 @@ def main(argv, checked):
 
 
 def evaluate_nplm(split) -> None:
-    """Exact perplexity of an nplm toolkit model on `split`, in NumPy."""
-    model = nplm_format.NplmModel.read(NPLM_MODEL.value)
-    lines = [tokens for tokens in (corpus_lib.tokenize(line) for line in split.iter_lines()) if tokens]
-    ln_p, seen, unknown = model.line_log_probs(lines)
-    if PER_TOKEN.value:
-        with files.atomic_output(PER_TOKEN.value) as tmp, open(tmp, "w", encoding="utf-8") as out:
-            out.writelines(per_token.line(word, value) for word, value in zip(seen, ln_p))
-    summary = {"perplexity": math.exp(-float(ln_p.mean())), "tokens": int(ln_p.size), "oov_rate": unknown / ln_p.size}
-    form = output_form()
-    print(json.dumps(summary) if form == "json" else summary_table(summary), flush=True)
+    summary = evaluation.score_nplm(NPLM_MODEL.value, split, PER_TOKEN.value)
+    print(json.dumps(summary) if output_form() == "json" else evaluation.summary_table(summary), flush=True)
 
 
 def output_form() -> str:
     """--format, or its default: a table on a terminal, JSON when piped."""
     return FORMAT.value or ("table" if tables.on_terminal() else "json")
-
-
-def summary_table(summary: dict) -> str:
-    """The results as a person reads them on a terminal."""
-    rows = [["network", f"{summary['perplexity']:.2f}", ""]]
-    mixture = summary.get("mixture")
-    if mixture:
-        rows += [
-            [f"n-gram (order {mixture['ngram_order']})", f"{mixture['ngram_perplexity']:.2f}", ""],
-            ["mixture, λ = 0.5", f"{mixture['fixed_0.5']['perplexity']:.2f}", "0.5"],
-            ["mixture, λ by EM on valid", f"{mixture['em']['perplexity']:.2f}", f"{mixture['em']['weight']:.3f}"],
-            [
-                "mixture, λ per context frequency",
-                f"{mixture['context_frequency']['perplexity']:.2f}",
-                " ".join(f"{w:.2f}" for w in mixture["context_frequency"]["weights"]),
-            ],
-        ]
-    table = tables.text_table(["model", "perplexity", "λ (network's weight)"], rows, right=[False, True, False])
-    return f"{table}\n\n{summary['tokens']:,} predicted tokens, OOV rate {summary['oov_rate']:.2%}"
-
-
-def mix_with_ngram(config, vocab, model, valid, split, eval_probs, progress=False, per_token=None):
-    # deferred: TensorFlow loads when this runs, not with the module
-    from nplm_tf.network import scoring
-
-    ngram = ngram_lib.load(NGRAM_DIR.value)  # its vocabulary was checked before TensorFlow loaded (`check`)
-    valid_probs = scoring.token_probabilities(model, eval_dataset(valid, vocab, config), progress)
-    probs = {"valid": valid_probs, "eval": eval_probs}
-    return network_mixture.fit_and_score(
-        probs, {"valid": valid, "eval": split}, vocab, ngram, NGRAM_DIR.value, "eval", per_token
-    )
 
 
 def run():
