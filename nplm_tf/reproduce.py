@@ -64,13 +64,16 @@ SEEDS = flags.DEFINE_list(
 def settings():
     """The base config and the corpus, from the flags; checked without TensorFlow (`app.run` calls it first)."""
     files.check_output_dir("output", OUTPUT.value)
+    corpus = corpus_flags.corpus_from_flags()
     if CONFIG_JSON.value:
         base = Config.from_json(CONFIG_JSON.value)
     elif BEST.value:
         # deferred: TensorFlow loads when this runs, not with the module
         from nplm_tf.experiments import best
 
-        base = Config.from_json(best.CONFIG)
+        base, note = best.recipe(corpus)
+        if note:
+            print(note, flush=True)
     else:
         base = Config()
     epochs = EPOCHS.value if EPOCHS.value is not None else (1 if QUICK.value else base.epochs)
@@ -91,7 +94,7 @@ def settings():
         from nplm_tf.experiments import best
 
         budget = best.budget_seconds(BUDGET.value)
-    return base, seeds, corpus_flags.corpus_from_flags(), budget
+    return base, seeds, corpus, budget
 
 
 def main(argv, checked):

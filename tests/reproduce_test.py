@@ -213,6 +213,32 @@ def test_the_shipped_recipe_is_a_configuration_train_reads():
     assert os.path.relpath(best.CONFIG, helpers.ROOT) == "nplm_tf/configs/brown_best.json"  # setup.py ships it
 
 
+def test_the_recipe_takes_a_short_list_on_a_large_vocabulary(tmp_path):
+    """`reproduce --best` chooses the head by the rule `train` follows (`run_setup.head_for_vocabulary`)."""
+    from nplm_tf.config import Config
+    from nplm_tf.experiments import best
+    from nplm_tf.training import run_setup
+    from nplm_tf.training.data import LARGE_VOCABULARY
+    from pipelines import corpus as corpus_lib
+
+    shipped = Config.from_json(best.CONFIG)
+
+    def corpus(types: int) -> corpus_lib.Corpus:  # train holds `types` words min_count times: |V| = types + 2
+        line = lambda j: " ".join(f"w{i}" for i in range(j, min(j + 50, types)))  # noqa: E731
+        train = [line(j) for j in range(0, types, 50)] * shipped.min_count
+        long = " ".join(f"w{i}" for i in range(20))  # the recipe's n = 13 needs lines of 13 words or more
+        paths = [
+            helpers.write_lines(str(tmp_path / f"{name}_{types}.txt"), lines)
+            for name, lines in (("train", train), ("valid", [long]), ("test", [long]))
+        ]
+        return corpus_lib.files_corpus(*paths)
+
+    config, note = best.recipe(corpus(LARGE_VOCABULARY - 2))
+    assert config.shortlist == run_setup.LARGE_VOCABULARY_SHORTLIST and "short list of the 4,000" in note
+    assert config.replace(shortlist=0) == shipped
+    assert best.recipe(corpus(LARGE_VOCABULARY - 3)) == (shipped, None)
+
+
 def test_a_budget_trains_the_most_valuable_networks_that_fit(tmp_path):
     """--budget: the recipe's own network first; after it, the next would not fit in a second, so the ensemble
     keeps one network, says why, and is built and mixed as with all four."""

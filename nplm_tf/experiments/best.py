@@ -25,6 +25,7 @@ import numpy as np
 from nplm_tf.config import Config
 from nplm_tf.experiments import table1
 from nplm_tf.tools import ensemble
+from nplm_tf.training import run_setup
 from pipelines import corpus as corpus_lib
 from pipelines import files, per_token
 from pipelines.errors import UserError
@@ -133,6 +134,13 @@ def remaining(networks: list[dict], left: int) -> str:
     last = networks[-1]
     took = f"{last['name']} took {last['seconds_here'] / 60:.1f} minutes"
     return f"{took}; {left} to go, about {minutes:.0f} minutes more\n"
+
+
+def recipe(corpus: corpus_lib.Corpus) -> tuple[Config, str | None]:
+    """The recipe's configuration for `corpus` (`CONFIG`), with the head `train` gives a new run on it
+    (`run_setup.head_for_vocabulary`: from 20,000 words a short list, whose epoch costs a fraction of the full
+    softmax's there), and the sentence that says so, or None."""
+    return run_setup.head_for_vocabulary(Config.from_json(CONFIG), corpus)
 
 
 def budget_seconds(text: str | None) -> float | None:
