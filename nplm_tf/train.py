@@ -181,9 +181,13 @@ def config_from_flags() -> Config:
             values = run_dir.RunDir(MODEL_DIR.value).read_config().to_dict()
         except ConfigError:
             pass  # a damaged config.json is refused where the run is set up
+    defaulted = set()
     for field in dataclasses.fields(Config):
         if field.name not in values or FLAGS[field.name].present:
             values[field.name] = FLAGS[field.name].value
+            defaulted |= set() if FLAGS[field.name].present else {field.name}
+    if STRATEGY.value == "multi_worker" and "average" in defaulted:
+        values["average"] = 0.0  # the multi-worker loop keeps no average (`strategies.check_average`)
     if values["precision"] == "auto":
         values["precision"] = auto_precision()
     config = Config.from_dict(values)

@@ -117,3 +117,24 @@ def test_the_mlp9_config_is_what_train_trained_before_its_defaults_grew():
     grew (the paper's MLP9 shape, no average, until the gain stops): the figures measured so reproduce."""
     path = os.path.join(helpers.ROOT, "nplm_tf", "configs", "mlp9.json")
     assert Config.from_json(path) == Config(epochs=40, min_improvement=0.005)
+
+
+@pytest.mark.parametrize(
+    "flags, average",
+    [
+        ([], 0.9997),
+        (["--strategy=multi_worker"], 0.0),  # its loop keeps no average: the default is off there, not refused
+        (["--strategy=multi_worker", "--average=0.999"], 0.999),  # given: kept, and `check_average` refuses it
+    ],
+)
+def test_the_default_average_is_off_where_the_loop_keeps_none(tmp_path, flags, average):
+    import subprocess
+    import sys
+
+    probe = (
+        "import sys; from absl import flags; import nplm_tf.train as t; flags.FLAGS(sys.argv); "
+        "print(t.config_from_flags().average)"
+    )
+    args = [sys.executable, "-c", probe, f"--model_dir={tmp_path / 'm'}", "--precision=float32", *flags]
+    out = subprocess.run(args, cwd=helpers.ROOT, capture_output=True, text=True, check=True)
+    assert float(out.stdout.split()[-1]) == average
