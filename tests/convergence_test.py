@@ -74,23 +74,13 @@ def test_a_run_set_up_before_resumes_as_it_was_set_up(paths, tmp_path):
     assert len(json.load(open(os.path.join(model_dir, "history.json")))) == 3
 
 
-def large_corpus(tmp_path, words: int) -> list[str]:
-    """Corpus flags of files whose train holds `words` types once each (with --min_count=1, |V| = words + 2)."""
-    train = "\n".join(" ".join(f"w{i}" for i in range(j, min(j + 50, words))) for j in range(0, words, 50))
-    paths = {}
-    for name, text in (("train", train + "\n"), ("valid", "w1 w2 w3\nw4 w5\n"), ("test", "w2 w1 w3\n")):
-        paths[name] = helpers.write_lines(str(tmp_path / f"{name}.txt"), text.splitlines())
-    return helpers.files_flags(paths)
-
-
 def test_the_head_grows_with_the_vocabulary(tmp_path):
     from nplm_tf.training import run_setup
     from nplm_tf.training.data import LARGE_VOCABULARY
-    from pipelines import corpora
+    from pipelines import corpus as corpus_lib
 
     def chosen(words: int, **fields):
-        flags = dict(f.removeprefix("--").split("=", 1) for f in large_corpus(tmp_path, words))
-        corpus = corpora.corpus_from_spec(flags)
+        corpus = corpus_lib.files_corpus(*helpers.vocabulary_files(tmp_path, words).values())
         return run_setup.head_for_vocabulary(Config(order=3, min_count=1, **fields), corpus)
 
     config, note = chosen(LARGE_VOCABULARY - 2)  # with </s> and <unk>: |V| = LARGE_VOCABULARY
@@ -106,7 +96,9 @@ def test_train_on_a_large_vocabulary_takes_a_short_list_unless_told(tmp_path, fl
 
     model_dir = str(tmp_path / "m")
     args = [f"--model_dir={model_dir}", "--epochs=1", "--noexport", *helpers.TINY_FLAGS, "--batch_size=256"]
-    result = helpers.run_binary("nplm_tf.train", *args, *large_corpus(tmp_path, LARGE_VOCABULARY), *flags)
+    result = helpers.run_binary(
+        "nplm_tf.train", *args, *helpers.files_flags(helpers.vocabulary_files(tmp_path, LARGE_VOCABULARY)), *flags
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     assert json.load(open(os.path.join(model_dir, "config.json")))["shortlist"] == shortlist
     assert ("a short list of the 4,000 most frequent words" in result.stdout) == (shortlist > 0)

@@ -85,6 +85,15 @@ def write_lines(path: str, lines: list[str]) -> str:
     return path
 
 
+def vocabulary_files(directory, types: int, repeat: int = 1, context: int = 5) -> dict[str, str]:
+    """A corpus's files whose train holds the words w0 … w{types-1}, 50 a line, each `repeat` times (|V| = types + 2
+    at --min_count=repeat), and whose valid and test are one line of the first `context` of them."""
+    train = [" ".join(f"w{i}" for i in range(j, min(j + 50, types))) for j in range(0, types, 50)] * repeat
+    line = [" ".join(f"w{i}" for i in range(context))]
+    splits = (("train", train), ("valid", line), ("test", line))
+    return {name: write_lines(os.path.join(str(directory), f"{name}_{types}.txt"), lines) for name, lines in splits}
+
+
 def synthetic_texts(seed: int, count: int) -> list[str]:
     """Sentences from a small grammar: enough structure to learn, no randomness in the rules."""
     import random

@@ -223,15 +223,8 @@ def test_the_recipe_takes_a_short_list_on_a_large_vocabulary(tmp_path):
 
     shipped = Config.from_json(best.CONFIG)
 
-    def corpus(types: int) -> corpus_lib.Corpus:  # train holds `types` words min_count times: |V| = types + 2
-        line = lambda j: " ".join(f"w{i}" for i in range(j, min(j + 50, types)))  # noqa: E731
-        train = [line(j) for j in range(0, types, 50)] * shipped.min_count
-        long = " ".join(f"w{i}" for i in range(20))  # the recipe's n = 13 needs lines of 13 words or more
-        paths = [
-            helpers.write_lines(str(tmp_path / f"{name}_{types}.txt"), lines)
-            for name, lines in (("train", train), ("valid", [long]), ("test", [long]))
-        ]
-        return corpus_lib.files_corpus(*paths)
+    def corpus(types: int) -> corpus_lib.Corpus:  # the recipe's n = 13 needs lines of 13 words or more
+        return corpus_lib.files_corpus(*helpers.vocabulary_files(tmp_path, types, shipped.min_count, 20).values())
 
     config, note = best.recipe(corpus(LARGE_VOCABULARY - 2))
     assert config.shortlist == run_setup.LARGE_VOCABULARY_SHORTLIST and "short list of the 4,000" in note

@@ -473,10 +473,7 @@ def test_a_new_full_softmax_run_with_a_large_vocabulary_is_told_of_short_lists_a
     from nplm_tf.training.data import LARGE_VOCABULARY
 
     def corpus(words):  # every word once in train (min_count=1), valid and test from its words
-        train = "\n".join(" ".join(f"w{i}" for i in range(j, min(j + 50, words))) for j in range(0, words, 50))
-        for name, text in (("train", train + "\n"), ("valid", "w1 w2 w3\n"), ("test", "w2 w1\n")):
-            (tmp_path / f"{name}.txt").write_text(text)
-        return corpus_lib.files_corpus(*(str(tmp_path / f"{n}.txt") for n in ("train", "valid", "test")))
+        return corpus_lib.files_corpus(*helpers.vocabulary_files(tmp_path, words).values())
 
     def set_up(name, texts, **fields):
         model_dir = str(tmp_path / name)
