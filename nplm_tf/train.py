@@ -185,7 +185,8 @@ def config_from_flags() -> Config:
     for field in dataclasses.fields(Config):
         if field.name not in values or FLAGS[field.name].present:
             values[field.name] = FLAGS[field.name].value
-            defaulted |= set() if FLAGS[field.name].present else {field.name}
+            if not FLAGS[field.name].present:
+                defaulted.add(field.name)
     if STRATEGY.value == "multi_worker" and "average" in defaulted:
         values["average"] = 0.0  # the multi-worker loop keeps no average (`strategies.check_average`)
     if values["precision"] == "auto":

@@ -33,7 +33,7 @@ class Source:
     """One kind of model behind `LanguageModel`: `vocab`, `order`, `entries` and `length`."""
 
     what = "a model"  # how a refusal names it
-    network: NumpyNetwork | None = None  # a lone network (raw scoring reads it), else None
+    network: NumpyNetwork | None = None  # a model directory's network, mixed or not (raw scoring reads it)
     ngram = None  # the n-gram whose context counts choose the mixture's weights, if any
 
     @classmethod

@@ -31,7 +31,7 @@ def head_for_vocabulary(config: Config, corpus: corpus_lib.Corpus) -> tuple[Conf
     vocab_size = vocab_lib.build(corpus["train"], config.min_count, config.max_vocab).size
     if vocab_size < LARGE_VOCABULARY:
         return config, None
-    config = Config.from_dict(dict(config.to_dict(), shortlist=LARGE_VOCABULARY_SHORTLIST, tail="class"))
+    config = config.replace(shortlist=LARGE_VOCABULARY_SHORTLIST, tail="class")
     return config, (
         f"|V| = {vocab_size:,}: a short list of the {LARGE_VOCABULARY_SHORTLIST:,} most frequent words, the rest "
         "scored by a Kneser-Ney tail (--shortlist=0 keeps the full softmax)."
