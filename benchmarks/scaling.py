@@ -70,6 +70,7 @@ def worker_main():
 
     from nplm_tf.config import Config
     from nplm_tf.distributed import local_sgd, multi_worker
+    from nplm_tf.network import heads
     from nplm_tf.training.data import prepare_data
     from pipelines import corpus as corpus_lib
 
@@ -78,7 +79,7 @@ def worker_main():
     corpus = corpus_lib.brown_corpus()
     data = prepare_data(config, corpus)
     local = config.sync_every > 1
-    model, optimizer = multi_worker.build(config, data.vocab.size, strategy, local=local)
+    model, optimizer = multi_worker.build(config, heads.make(config, data.vocab.size), strategy, local=local)
     if local:  # each worker steps through its share of each round's global batches, then the weights are averaged
         workers = strategy.num_replicas_in_sync
         per_call = config.sync_every

@@ -180,7 +180,7 @@ def main(argv, checked):
     config, vocab, model = loading.load_trained(MODEL_DIR.value)
     ngram = tail_lib.tail_ngram(vocab, corpus, TAIL_ORDER.value or config.tail_order, NGRAM_DIR.value)
     print(f"scoring {SPLIT.value} with the network and the n-gram's whole distributions", flush=True)
-    dataset = eval_dataset(corpus[SPLIT.value], vocab, config)
+    dataset = eval_dataset(corpus[SPLIT.value], vocab, config, model.head)
     log_probs = bound_log_probs(model, ngram, dataset, list_sizes, bins, Progress(split_tokens(corpus[SPLIT.value])))
     result = {
         "model_dir": MODEL_DIR.value,

@@ -118,16 +118,17 @@ def main(argv, checked):
 
     import keras
 
+    from nplm_tf.network import heads, objectives
     from nplm_tf.network import model as model_lib
-    from nplm_tf.network import objectives
     from nplm_tf.training import trainer
 
     config, corpus, data = checked
     ds = data.dataset(corpus, "train", config, batch_size=config.batch_size, shuffle=True, seed=1).repeat()
 
     def compiled(config):
-        model = model_lib.build_model(config, data.vocab.size)
-        objective = objectives.of_config(config, model.head, data.vocab.counts)
+        head = heads.make(config, data.vocab.size)
+        model = model_lib.build_model(config, head)
+        objective = objectives.of_config(config, head, data.vocab.counts)
         model_lib.compile_model(model, config, steps_per_execution=trainer.STEPS_PER_EXECUTION, objective=objective)
         model.fit(ds, steps_per_epoch=WARMUP.value, epochs=1, verbose=0)
         return model

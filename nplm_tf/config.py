@@ -19,7 +19,6 @@ from pipelines.errors import UserError
 OPTIMIZERS = ("sgd", "adam")
 PRECISIONS = ("float32", "mixed_bfloat16")
 TAILS = ("class", "backoff", "sigmoid", "network")  # the short list's heads (`network.heads`)
-NGRAM_TAILS = ("class", "backoff", "sigmoid")  # those whose tail a Kneser-Ney n-gram scores
 LOSSES = ("softmax", "sampled_softmax", "nce")
 DEFAULT_TAIL_ORDER = 4
 # Training steps per tf.function call (`training.trainer`): amortizes Keras's per-step Python cost on one
@@ -140,23 +139,12 @@ class Config:
             "needs shortlist > 0",
         )
         _check(
-            self.tail in NGRAM_TAILS or self.tail_ngram_order == 0,
-            "tail_ngram_order",
-            self.tail_ngram_order,
-            f"needs an n-gram tail (tail in {NGRAM_TAILS}); tail={self.tail!r} has none",
-        )
-        _check(
             self.tail_ngram_order == 0 or 2 <= self.tail_ngram_order <= self.order,
             "tail_ngram_order",
             self.tail_ngram_order,
             f"must be in [2, order={self.order}] (the n-gram sees the n-1 context words)",
         )
-        _check(
-            not self.tail_ngram_prune or self.ngram_tail,
-            "tail_ngram_prune",
-            self.tail_ngram_prune,
-            f"needs a short list with an n-gram tail (shortlist > 0, tail in {NGRAM_TAILS})",
-        )
+        # which tails take an n-gram's order and pruning is the head's to say (`heads.kind`)
         _tail_prune(self.tail_ngram_prune, self.tail_order)  # a bad threshold is refused before any data is read
         _check(self.loss in LOSSES, "loss", self.loss, f"must be one of {LOSSES}")
         _check(
@@ -202,11 +190,6 @@ class Config:
     def tail_prune(self) -> tuple[int, ...]:
         """The tail n-gram's pruning thresholds, one per order 1-K (`KneserNey.prune`; all 0: unpruned)."""
         return _tail_prune(self.tail_ngram_prune, self.tail_order)
-
-    @property
-    def ngram_tail(self) -> bool:
-        """Whether a Kneser-Ney n-gram scores the short list's tail."""
-        return bool(self.shortlist) and self.tail in NGRAM_TAILS
 
     def check_vocab_size(self, vocab_size: int) -> None:
         """The settings that depend on |V|, checked once the vocabulary is known."""

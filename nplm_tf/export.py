@@ -31,7 +31,7 @@ from absl import flags
 from nplm_tf import hardware, run_dir
 from nplm_tf.config import ConfigError
 from nplm_tf.inference import nplm_format
-from nplm_tf.network import loading
+from nplm_tf.network import heads, loading
 from nplm_tf.tools import ensemble, model_flags
 from pipelines import app, files
 
@@ -81,7 +81,8 @@ def check():
             raise ConfigError(
                 f"--export_dir={EXPORT_DIR.value} exists; the nplm model is a new file: give another name."
             )
-        why = nplm_format.refusal(run.read_config())
+        config = run.read_config()
+        why = nplm_format.refusal(config, heads.kind(config))
         if why:
             raise ConfigError(f"{MODEL_DIR.value} cannot be written in the nplm format: {why}")
         files.check_output_file("export_dir", EXPORT_DIR.value)

@@ -15,6 +15,7 @@ from absl import flags
 from nplm_tf import config as config_lib
 from nplm_tf import hardware, run_dir
 from nplm_tf.config import Config, ConfigError
+from nplm_tf.network import heads
 from nplm_tf.run_dir import RunDir, TrainingLock
 from nplm_tf.training import run_setup, strategies
 from pipelines import app, corpus_flags
@@ -192,12 +193,13 @@ def config_from_flags() -> Config:
     if values["precision"] == "auto":
         values["precision"] = auto_precision()
     config = Config.from_dict(values)
+    head = heads.kind(config)  # the options only some heads take, checked before any data is read
     for name in ("tail", "tail_ngram_order", "tail_ngram_prune", "ngram_dir"):
         if FLAGS[name].present and not config.shortlist:
             raise ConfigError(f"--{name} needs --shortlist=N > 0 (it configures the short list's tail).")
-    if FLAGS["ngram_dir"].present and config.shortlist and not config.ngram_tail:
+    if FLAGS["ngram_dir"].present and config.shortlist and not head.needs_ngram:
         raise ConfigError(
-            f"--ngram_dir needs an n-gram tail (--tail={' or '.join(config_lib.NGRAM_TAILS)}); "
+            f"--ngram_dir needs an n-gram tail (--tail={' or '.join(heads.ngram_tails())}); "
             f"--tail={config.tail} has none."
         )
     if FLAGS["ngram_dir"].value:

@@ -17,7 +17,7 @@ from nplm_tf import run_dir
 from nplm_tf.baselines import build as ngram_lib
 from nplm_tf.baselines import interpolated, kneser_ney, mixture, network_mixture, ngram_graph
 from nplm_tf.config import ConfigError
-from nplm_tf.network import loading, scoring
+from nplm_tf.network import heads, loading, scoring
 from nplm_tf.serving import saved_model
 from nplm_tf.serving import server as server_lib
 from nplm_tf.tools import lines as lines_lib
@@ -91,7 +91,12 @@ def test_keras_file_reloads_and_trains_further(run):
     model = keras.models.load_model(os.path.join(model_dir, run_dir.KERAS))
     config, vocab, _ = loading.load_trained(model_dir)
     before = [w.copy() for w in model.get_weights()]
-    model.fit(eval_dataset(corpus["train"], vocab, config).take(3), epochs=1, verbose=0, shuffle=False)
+    model.fit(
+        eval_dataset(corpus["train"], vocab, config, heads.make(config, vocab.size)).take(3),
+        epochs=1,
+        verbose=0,
+        shuffle=False,
+    )
     assert any(not np.array_equal(a, b) for a, b in zip(before, model.get_weights()))
 
 
@@ -131,7 +136,7 @@ def test_a_clean_process_serves_every_signature_and_survives_bad_input(run):
 
 def windows_of(corpus, vocab, config, split="test"):
     contexts, targets = [], []
-    for context, target in eval_dataset(corpus[split], vocab, config):
+    for context, target in eval_dataset(corpus[split], vocab, config, heads.make(config, vocab.size)):
         contexts.append(context.numpy())
         targets.append(target.numpy())
     return np.concatenate(contexts), np.concatenate(targets)
@@ -140,7 +145,9 @@ def windows_of(corpus, vocab, config, split="test"):
 def test_score_equals_evaluate_per_token(run, served):
     model_dir, corpus, paths, _ = run
     config, vocab, model = loading.load_trained(model_dir)
-    expected = np.log(scoring.token_probabilities(model, eval_dataset(corpus["test"], vocab, config)))
+    expected = np.log(
+        scoring.token_probabilities(model, eval_dataset(corpus["test"], vocab, config, heads.make(config, vocab.size)))
+    )
     lines = [line for line in corpus["test"].iter_lines() if line.split()]
     out = served.signatures["score"](text=tf.constant(lines))
     got = out["token_log_probs"].numpy()[out["mask"].numpy()]
@@ -287,7 +294,9 @@ def test_mixture_export_serves_evaluates_probabilities(run, tmp_path, smoothing,
     served_ln = out["token_log_probs"].numpy()[out["mask"].numpy()]
     assert np.exp(-served_ln.mean()) == pytest.approx(reported, rel=1e-6)
     config, vocab, model = loading.load_trained(work)
-    p_nn = scoring.token_probabilities(model, eval_dataset(corpus["test"], vocab, config))
+    p_nn = scoring.token_probabilities(
+        model, eval_dataset(corpus["test"], vocab, config, heads.make(config, vocab.size))
+    )
     ngram = ngram_lib.load(kn_dir)
     arrays = ngram_lib.token_arrays(corpus["test"], vocab)
     weights = np.array(json.load(open(os.path.join(work, "mixture.json")))["context_frequency"])
@@ -313,7 +322,9 @@ def test_mixture_export_serves_evaluates_probabilities(run, tmp_path, smoothing,
         config, vocab, model = loading.load_trained(work)
         valid = ngram_lib.token_arrays(corpus["valid"], vocab)
         refit = mixture.bucket_weights(
-            scoring.token_probabilities(model, eval_dataset(corpus["valid"], vocab, config)),
+            scoring.token_probabilities(
+                model, eval_dataset(corpus["valid"], vocab, config, heads.make(config, vocab.size))
+            ),
             ngram.token_probabilities(valid),
             mixture.frequency_buckets(ngram.context_counts(valid), len(weights)),
             len(weights),
@@ -398,7 +409,12 @@ def test_weights_fitted_with_an_n_gram_since_rebuilt_in_place_are_not_served_wit
     shutil.copytree(model_dir, work)
     ngram_lib.train_ngram(3, kn_dir, corpus, min_count=1, arpa=False)
     config, vocab, model = loading.load_trained(work)
-    probs = {name: scoring.token_probabilities(model, eval_dataset(corpus[name], vocab, config)) for name in SPLITS}
+    probs = {
+        name: scoring.token_probabilities(
+            model, eval_dataset(corpus[name], vocab, config, heads.make(config, vocab.size))
+        )
+        for name in SPLITS
+    }
     report = network_mixture.fit_and_score(
         probs,
         {name: corpus[name] for name in SPLITS},

@@ -34,14 +34,39 @@ def test_every_head_sizes_its_outputs_and_starts_from_the_unigram_model(name):
     np.testing.assert_allclose(e[: min(N, len(e))], frequency[:N], rtol=1e-5)
 
 
-def test_the_n_gram_tails_of_the_config_are_the_heads_that_need_one():
-    needing = {name for name in config_lib.TAILS if heads.head_class(name).needs_ngram}
-    assert needing == set(config_lib.NGRAM_TAILS)
+def test_the_head_is_chosen_once_from_the_config_and_says_what_the_rest_needs():
+    # the short list's tails that a Kneser-Ney n-gram scores are the heads that say so, and no list beside them
+    assert heads.ngram_tails() == ("class", "backoff", "sigmoid")
     for name in config_lib.TAILS:
         config = config_lib.Config(shortlist=N, tail=name)
-        assert config.ngram_tail == heads.needs_ngram(config)
-        assert heads.make(config, V).name == name
-    assert heads.make(config_lib.Config(), V).name == "softmax"
+        head = heads.make(config, V)
+        assert head.name == name and heads.kind(config) is type(head)
+        assert head.needs_ngram == (name in heads.ngram_tails())
+        assert not head.sampled and head.stores_rows == head.output_rows
+        assert head.updates_lazily == head.lazy_updates
+    full = heads.make(config_lib.Config(), V)
+    assert full.name == "softmax" and not (full.sampled or full.stores_rows or full.updates_lazily)
+    sampled = heads.make(config_lib.Config(loss="nce"), V)
+    assert sampled.name == "softmax" and sampled.sampled and sampled.stores_rows and sampled.updates_lazily
+    assert heads.make(config_lib.Config(classes=-1), V).stores_rows
+
+
+def test_a_tail_option_its_head_does_not_take_is_refused_by_the_head():
+    network = config_lib.Config(shortlist=N, tail="network", tail_ngram_order=2)
+    with pytest.raises(config_lib.ConfigError, match=r"tail_ngram_order=2 needs an n-gram tail .*'network' has none"):
+        heads.make(network, V)
+    pruned = config_lib.Config(tail_ngram_prune="0,1")  # no short list: the full softmax has no tail
+    with pytest.raises(config_lib.ConfigError, match="tail_ngram_prune='0,1' needs a short list with an n-gram tail"):
+        heads.kind(pruned)
+    assert heads.kind(pruned.replace(shortlist=N)).needs_ngram
+
+
+def test_a_head_built_to_train_is_given_its_tail_n_gram_later():
+    head = heads.make(config_lib.Config(shortlist=N), V)
+    assert head.ngram is None
+    marker = object()
+    head.attach_ngram(marker)
+    assert head.ngram is marker
 
 
 def test_an_unknown_head_is_named_in_one_sentence():

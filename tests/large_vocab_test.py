@@ -238,7 +238,7 @@ def test_network_tail_training_loss_is_the_exact_negative_log_probability():
     path over all |V| + 1 outputs, and so is the Keras loss: a tail word read from the wrong output row, or a
     list word charged the tail's softmax, fails it."""
     config = helpers.tiny_config(shortlist=6, tail="network", weight_decay=1e-3)
-    model = model_lib.build_model(config, V)
+    model = model_lib.build_model(config, heads.make(config, V))
     layer = model.get_layer("nplm")
     assert layer.U.shape == (V + 1, 16)  # rows: the list, "in the tail", the tail's words
     layer.b.assign(tf.random.stateless_normal([V + 1], seed=[7, 8]))
@@ -259,7 +259,7 @@ def test_network_tail_training_gradients_are_those_of_the_exact_loss():
     those of evaluation's −ln P plus R(θ) through Keras's layer call: a dropped decay term or a tail row's
     gradient put on the wrong row fails it."""
     config = helpers.tiny_config(shortlist=6, tail="network", weight_decay=1e-2, direct=True)
-    model = model_lib.build_model(config, V)
+    model = model_lib.build_model(config, heads.make(config, V))
     layer = model.get_layer("nplm")
     layer.b.assign(tf.random.stateless_normal([V + 1], seed=[7, 9]))
     context = tf.constant(np.random.default_rng(5).integers(0, V + 1, size=(64, 2)), tf.int32)
@@ -289,7 +289,9 @@ def test_a_class_tail_listing_every_word_is_the_full_softmax(tmp_path):
     trainer.train_and_evaluate(full_config, str(tmp_path / "full"), corpus, verbose=0, export=False)
 
     _, vocab, full = loading.load_trained(str(tmp_path / "full"))
-    listed = model_lib.build_model(full_config.replace(shortlist=vocab.size), vocab.size)
+    listed = model_lib.build_model(
+        full_config.replace(shortlist=vocab.size), heads.make(full_config.replace(shortlist=vocab.size), vocab.size)
+    )
     source, target = full.get_layer("nplm"), listed.get_layer("nplm")
     target.C.assign(source.C)
     target.H.assign(source.H)
@@ -304,7 +306,7 @@ def test_a_class_tail_listing_every_word_is_the_full_softmax(tmp_path):
         vocab.size,
     )
     listed.head = heads.named("class", vocab.size, vocab.size, ngram)
-    dataset = eval_dataset(corpus["test"], vocab, full_config)
+    dataset = eval_dataset(corpus["test"], vocab, full_config, heads.make(full_config, vocab.size))
     expected = scoring.token_probabilities(full, dataset)
     np.testing.assert_allclose(scoring.token_probabilities(listed, dataset), expected, rtol=1e-6)
 
@@ -440,9 +442,11 @@ def test_sampled_training_lowers_the_exact_perplexity_and_scores_as_a_full_softm
     from nplm_tf.training.data import prepare_data
 
     data = prepare_data(config, corpus)
-    untrained = model_lib.build_model(config, data.vocab.size)
+    untrained = model_lib.build_model(config, heads.make(config, data.vocab.size))
     trainer.init_output_bias(untrained, data.vocab)
-    before = scoring.score(untrained, eval_dataset(corpus["valid"], data.vocab, config)).perplexity
+    before = scoring.score(
+        untrained, eval_dataset(corpus["valid"], data.vocab, config, heads.make(config, data.vocab.size))
+    ).perplexity
     metrics = trainer.train_and_evaluate(config, str(tmp_path / "m"), corpus, verbose=0, export=False)
     assert metrics["valid_perplexity"] < 0.8 * before
     assert set(metrics["valid_log_normalizer"]) == {"mean", "std"}
@@ -456,14 +460,18 @@ def test_sampled_training_lowers_the_exact_perplexity_and_scores_as_a_full_softm
     assert metrics["valid_log_normalizer"]["std"] == pytest.approx(ln_z.std(), abs=1e-4)
 
     _, vocab, sampled = loading.load_trained(str(tmp_path / "m"))
-    full = model_lib.build_model(config.replace(loss="softmax"), vocab.size)  # U stored (h, |V|), not as rows
-    valid = scoring.score(sampled, eval_dataset(corpus["valid"], vocab, config)).perplexity
+    full = model_lib.build_model(
+        config.replace(loss="softmax"), heads.make(config.replace(loss="softmax"), vocab.size)
+    )  # U stored (h, |V|), not as rows
+    valid = scoring.score(
+        sampled, eval_dataset(corpus["valid"], vocab, config, heads.make(config, vocab.size))
+    ).perplexity
     assert metrics["valid_perplexity"] == pytest.approx(valid, rel=1e-6)  # scored with ln Z in one pass
     rows, columns = sampled.get_layer("nplm"), full.get_layer("nplm")
     for name in ("C", "H", "d", "b"):
         getattr(columns, name).assign(getattr(rows, name))
     columns.U.assign(tf.transpose(rows.U))
-    dataset = eval_dataset(corpus["test"], vocab, config)
+    dataset = eval_dataset(corpus["test"], vocab, config, heads.make(config, vocab.size))
     np.testing.assert_allclose(
         scoring.token_probabilities(sampled, dataset), scoring.token_probabilities(full, dataset), rtol=1e-5
     )
@@ -794,7 +802,9 @@ def test_scoring_batches_shrink_as_the_output_layer_widens_and_score_the_same(tm
     from nplm_tf import config as config_lib
     from nplm_tf.training import data as data_lib
 
-    size = data_lib.eval_batch_size
+    def size(config, vocab_size):  # windows a scoring batch of a model of `config` over |V| = `vocab_size` words
+        return data_lib.eval_batch_size(heads.make(config, vocab_size))
+
     config = helpers.tiny_config()
     assert size(config, 14_118) == 1024  # Brown: as before
     assert size(config, 130_376) == 1024  # GCIDE at --min_count=1: as before
@@ -805,14 +815,19 @@ def test_scoring_batches_shrink_as_the_output_layer_widens_and_score_the_same(tm
 
     corpus, _ = tiny_corpus(tmp_path)
     data = data_lib.prepare_data(config, corpus)
-    model = model_lib.build_model(config, data.vocab.size)
-    expected = scoring.token_probabilities(model, eval_dataset(corpus["test"], data.vocab, config))
+    model = model_lib.build_model(config, heads.make(config, data.vocab.size))
+    expected = scoring.token_probabilities(
+        model, eval_dataset(corpus["test"], data.vocab, config, heads.make(config, data.vocab.size))
+    )
     vocab_path = data.vocab.save(str(tmp_path / "vocab.tsv"))
     lines = tf.constant([line for line in corpus["test"].iter_lines() if line.split()])
     wide = server_lib.Server(model, data.vocab, vocab_path).score(lines)
     assert server_lib.Server(model, data.vocab, vocab_path).score_chunk == server_lib.SCORE_CHUNK
     monkeypatch.setattr(config_lib, "LOGITS_PER_BATCH", 20 * data.vocab.size)  # 20 windows a batch
-    for dataset in (eval_dataset(corpus["test"], data.vocab, config), data.dataset(corpus, "test", config)):
+    for dataset in (
+        eval_dataset(corpus["test"], data.vocab, config, heads.make(config, data.vocab.size)),
+        data.dataset(corpus, "test", config, model.head),
+    ):
         assert next(iter(dataset))[0].shape[0] == 20
         np.testing.assert_allclose(scoring.token_probabilities(model, dataset), expected, rtol=1e-6)
     server = server_lib.Server(model, data.vocab, vocab_path)

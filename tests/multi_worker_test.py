@@ -179,6 +179,7 @@ def local_sgd_copies(corpus_flags, workers, epochs):
     """The TINY config, the corpus and its data, and one (model, optimizer, train steps) per worker."""
     from nplm_tf.config import Config
     from nplm_tf.distributed import local_sgd, multi_worker
+    from nplm_tf.network import heads
     from nplm_tf.training import trainer
     from nplm_tf.training.data import prepare_data
     from pipelines import corpus as corpus_lib
@@ -202,7 +203,7 @@ def local_sgd_copies(corpus_flags, workers, epochs):
     data = prepare_data(config, corpus)
     copies = []
     for _ in range(workers):
-        model, optimizer = multi_worker.build(config, data.vocab.size, None, local=True)
+        model, optimizer = multi_worker.build(config, heads.make(config, data.vocab.size), None, local=True)
         trainer.init_output_bias(model, data.vocab)
         copies.append((model, optimizer, local_sgd.make_local_train_steps(model, optimizer)))
     return config, corpus, data, copies
@@ -338,12 +339,12 @@ def test_local_train_steps_pass_over_the_skipped_batches():
 
     from nplm_tf.config import Config
     from nplm_tf.distributed import local_sgd
+    from nplm_tf.network import heads, optimizers
     from nplm_tf.network import model as model_lib
-    from nplm_tf.network import optimizers
 
     config = Config(order=3, feature_dim=4, hidden_dim=8, precision="float32", sync_every=2)
-    model = model_lib.build_model(config, 40)
-    optimizer = optimizers.make_optimizer(config)
+    model = model_lib.build_model(config, heads.make(config, 40))
+    optimizer = optimizers.make_optimizer(config, model.head)
     optimizer.build(model.trainable_variables)
     train = local_sgd.make_local_train_steps(model, optimizer)
     batches = tf.data.Dataset.range(30).map(

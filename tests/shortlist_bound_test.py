@@ -40,7 +40,7 @@ def test_tail_bins_are_consecutive_and_the_tails_size_gives_one_word_each():
 def test_the_bound_is_the_short_list_formulas_and_sums_to_one(full_run):
     _, corpus, _, config, vocab, model, ngram, _ = full_run
     n, tail_size = 6, vocab.size - 6
-    dataset = eval_dataset(corpus["test"], vocab, config)
+    dataset = eval_dataset(corpus["test"], vocab, config, model.head)
     got = shortlist_bound.bound_log_probs(model, ngram, dataset, [n], [1, 3, tail_size])
     np.testing.assert_allclose(got["full"], np.log(scoring.token_probabilities(model, dataset)), atol=1e-5)
     np.testing.assert_allclose(got[f"class_{n}_{tail_size}"], got["full"], atol=1e-9)  # a bin per word: the network

@@ -87,6 +87,7 @@ def test_the_nearest_word_of_cat_is_dog_and_random_features_fail_it(trained):
     import keras
 
     from nplm_tf.inference import embeddings
+    from nplm_tf.network import heads
     from nplm_tf.network import model as model_lib
 
     config, vocab, _ = loading.load_trained(trained["model"])
@@ -94,7 +95,7 @@ def test_the_nearest_word_of_cat_is_dog_and_random_features_fail_it(trained):
     chance = 0
     for seed in range(10):  # the same shapes, random features: dog is cat's nearest by chance (1 in |V| - 2 = 30)
         keras.utils.set_random_seed(seed)  # once the worker's global state, so ~3% of runs failed by chance
-        untrained = model_lib.build_model(config, vocab.size)
+        untrained = model_lib.build_model(config, heads.make(config, vocab.size))
         chance += vocab.words[embeddings.nearest(embeddings.features(untrained), index["cat"], 1)[0][0]] == "dog"
     assert chance <= 2
 

@@ -95,7 +95,7 @@ def test_an_averaged_run_validates_keeps_and_scores_the_average_and_trains_on_it
     metrics = trainer.train_and_evaluate(config, str(tmp_path / "m"), corpus, verbose=0, export=False)
     run = RunDir(str(tmp_path / "m"))
     _, vocab, model = loading.load_trained(str(tmp_path / "m"))  # the best weights: an average
-    valid = eval_dataset(corpus["valid"], vocab, config)
+    valid = eval_dataset(corpus["valid"], vocab, config, model.head)
     history = run.read_history()
     assert scoring.score(model, valid, vocab.unk_id).perplexity == pytest.approx(metrics["valid_perplexity"])
     assert metrics["valid_perplexity"] == pytest.approx(min(h["valid_perplexity"] for h in history.values()))

@@ -10,8 +10,8 @@ import os
 import keras_tuner
 
 from nplm_tf.config import Config
+from nplm_tf.network import heads, objectives
 from nplm_tf.network import model as model_lib
-from nplm_tf.network import objectives
 from nplm_tf.training import callbacks as callbacks_lib
 from nplm_tf.training import trainer
 from pipelines import corpus as corpus_lib
@@ -115,12 +115,13 @@ class NPLMHyperModel(keras_tuner.HyperModel):
 
     def build(self, hp):
         config = self.config(hp)
-        model = model_lib.build_model(config, self.vocab_size)
+        head = heads.make(config, self.vocab_size)  # this trial's (keras-tuner builds a model a trial)
+        model = model_lib.build_model(config, head)
         return model_lib.compile_model(
             model,
             config,
             steps_per_execution=_steps_per_execution(),
-            objective=objectives.of_config(config, model.head, self.counts),
+            objective=objectives.of_config(config, head, self.counts),
         )
 
     def fit(self, hp, model, *args, callbacks=(), epochs=None, **kwargs):

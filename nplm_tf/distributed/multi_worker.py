@@ -81,7 +81,7 @@ def _train_multi_worker(
     chief = is_chief(strategy)
     # Every worker makes the checks that can refuse the run, before the first collective: a worker left
     # waiting there for a chief that refused would fail with a traceback instead of the chief's sentence.
-    finished, data, _ = run_setup.set_up_run(config, model_dir, corpus, tail_ngram_dir, lock, writer=chief)
+    finished, data, head = run_setup.set_up_run(config, model_dir, corpus, tail_ngram_dir, lock, writer=chief)
     if finished is not None:
         return finished
     try:
@@ -95,12 +95,13 @@ def _train_multi_worker(
             f"another worker of this job stopped before training began ({type(e).__name__}); the chief's "
             f"output says why."
         ) from None
-    head = heads.make(config, data.vocab.size, loading.load_tail_ngram(RunDir(model_dir), config))
+    if head.needs_ngram and head.ngram is None:  # a worker's: the one the chief kept
+        head.attach_ngram(loading.load_tail_ngram(RunDir(model_dir), config))
     replicas = strategy.num_replicas_in_sync
     local = config.sync_every > 1
     if local:
         local_sgd.check_local_sgd(strategy)
-    model, optimizer = build(config, data.vocab.size, strategy, local=local, counts=data.vocab.counts, head=head)
+    model, optimizer = build(config, head, strategy, local=local, counts=data.vocab.counts)
     with contextlib.nullcontext() if local else strategy.scope():
         epoch_done = tf.Variable(0, dtype=tf.int64, trainable=False)
     trainer.init_output_bias(model, data.vocab)
@@ -122,7 +123,7 @@ def _train_multi_worker(
     else:
         train_steps = make_train_steps(model, optimizer, strategy, config)
 
-    valid_ds = data.dataset(corpus, "valid", config)
+    valid_ds = data.dataset(corpus, "valid", config, head)
     batch_nll = scoring.nll_function(model)
     print(
         f"training {model.count_params():,} parameters on {replicas} replica(s); "
@@ -189,20 +190,19 @@ def _train_multi_worker(
     )
 
 
-def build(
-    config: Config, vocab_size: int, strategy: tf.distribute.Strategy, local: bool = False, counts=None, head=None
-):
-    """The model and its built optimizer, the same initial weights on every worker.
+def build(config: Config, head: heads.Head, strategy: tf.distribute.Strategy, local: bool = False, counts=None):
+    """The model of `head` (the run's, `heads.make`) and its built optimizer, the same initial weights on every
+    worker.
 
     In `strategy`'s scope (mirrored variables), or with `local` outside it:
     each worker's own variables, for local SGD.
     """
     keras.utils.set_random_seed(config.seed)  # the same initial weights as a run with any other worker count
     with contextlib.nullcontext() if local else strategy.scope():
-        model = model_lib.build_model(config, vocab_size, head)
-        optimizer = optimizers.make_optimizer(config)
+        model = model_lib.build_model(config, head)
+        optimizer = optimizers.make_optimizer(config, head)
         optimizer.build(model.trainable_variables)
-    model.objective = objectives.of_config(config, model.head, counts)
+    model.objective = objectives.of_config(config, head, counts)
     return model, optimizer
 
 

@@ -157,9 +157,9 @@ def _seed_rows(
     _, vocab, model = loading.load_trained(path)
     train = float("nan")
     if train_perplexity:
-        train = scoring.score(model, eval_dataset(corpus["train"], vocab, config), vocab.unk_id).perplexity
+        train = scoring.score(model, eval_dataset(corpus["train"], vocab, config, model.head), vocab.unk_id).perplexity
     probs = {
-        name: scoring.token_probabilities(model, eval_dataset(corpus[name], vocab, config))
+        name: scoring.token_probabilities(model, eval_dataset(corpus[name], vocab, config, model.head))
         for name in ("valid", "test")
     }
     tokens = {"network": os.path.join(path, TOKENS_FILE), "mixed": os.path.join(path, MIXED_TOKENS_FILE)}

@@ -40,7 +40,7 @@ def features_of(model_dir: str) -> np.ndarray:
     """C without the `<s>` row, (|V|, m) float32, read from a run's best weights without TensorFlow."""
     run = RunDir(model_dir)
     vocab_size = run.load_vocab().size
-    return read_weights(run.best_weights, run.read_config(), vocab_size)["C"][:vocab_size]
+    return read_weights(run.best_weights, run.read_config(), vocab_size, rows=False)["C"][:vocab_size]  # C alone
 
 
 def plot(

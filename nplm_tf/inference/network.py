@@ -24,18 +24,16 @@ import os
 import numpy as np
 
 from nplm_tf import run_dir as run_dir_lib
-from nplm_tf.baselines import build as ngram_lib
-from nplm_tf.baselines import kneser_ney as kn
 from nplm_tf.baselines.ngram_arrays import TokenArrays
 from nplm_tf.config import Config, ConfigError
-from nplm_tf.network import heads
+from nplm_tf.network import heads, loading
 
 CHUNK = 1024  # contexts per matmul at most: bounds the (rows, |V|) float32 logits held at once
 
 
-def read_weights(path: str, config: Config, vocab_size: int) -> dict[str, np.ndarray]:
+def read_weights(path: str, config: Config, vocab_size: int, rows: bool) -> dict[str, np.ndarray]:
     """The layer's variables from a Keras `.weights.h5` file: C, H, d, U, b, W (None where absent), U and W
-    as (inputs, outputs) whatever the storage (`output_rows`)."""
+    as (inputs, outputs) whatever the storage (`rows`: stored a row per output, the head's `stores_rows`)."""
     # deferred: h5py loads when this runs, not with the module
     import h5py
 
@@ -55,7 +53,7 @@ def read_weights(path: str, config: Config, vocab_size: int) -> dict[str, np.nda
     if len(values) < len(names) or weights["C"].shape != (vocab_size + 1, config.feature_dim):
         raise ConfigError(f"{path} does not hold this run's weights (config.json); restore the run's files.")
     for key in ("U", "W"):
-        if key in weights and heads.output_rows(config):
+        if key in weights and rows:
             weights[key] = np.ascontiguousarray(weights[key].T)
     return {key: weights.get(key) for key in ("C", "H", "d", "U", "b", "W")}
 
@@ -65,15 +63,14 @@ class NumpyNetwork:
 
     Args:
       config: the run's configuration.
-      vocab_size: |V|.
+      head: its output head (`loading.load_head`), with a short list's tail n-gram where it has one.
       weights: `read_weights`' arrays.
-      tail_ngram: a short list's tail n-gram (`KneserNey`) when its head has one, else None.
     """
 
-    def __init__(self, config: Config, vocab_size: int, weights: dict, tail_ngram: kn.KneserNey | None = None):
-        self.config, self.vocab_size = config, vocab_size
+    def __init__(self, config: Config, head: heads.Head, weights: dict):
+        self.config, self.vocab_size = config, head.vocab_size
         self.order, self.context_size = config.order, config.context_size
-        self.bos_id = vocab_size  # the input-only padding row of C
+        self.bos_id = head.vocab_size  # the input-only padding row of C
         self.C, self.H, self.d, self.U, self.b, self.W = (weights[k] for k in ("C", "H", "d", "U", "b", "W"))
         # b as one more row of the first output weights (U, or W without a hidden layer), against a column of
         # ones in `logits`: y comes out of one matmul with its bias, no pass over the block to add it. U (or W)
@@ -82,10 +79,10 @@ class NumpyNetwork:
         self._biased = np.concatenate([getattr(self, first), self.b[None, :]]).astype(np.float32, copy=False)
         setattr(self, first, self._biased[:-1])
         self.b = self._biased[-1]
-        self.head = heads.make(config, vocab_size, tail_ngram)
-        if self.head.needs_ngram and tail_ngram is None:
+        self.head = head
+        if head.needs_ngram and head.ngram is None:
             raise ConfigError("a short list with an n-gram tail needs its tail n-gram.")
-        self.tail_ngram = tail_ngram
+        self.tail_ngram = head.ngram
         self._tables = None  # `premultiplied`'s, built when asked for
         self._output_rows = None  # `raw_output`'s [U; b] a row per word
 
@@ -94,17 +91,8 @@ class NumpyNetwork:
         """The network of the training run in `model_dir` (its best-by-validation weights)."""
         run = run_dir_lib.check_trained(model_dir)
         config = run.read_config()
-        vocab_size = _vocab_size(run.vocab_path)
-        tail = None
-        if heads.needs_ngram(config):
-            tail_dir = run.tail_ngram_dir
-            if not os.path.isfile(run_dir_lib.RunDir(tail_dir).ngram_model):
-                raise ConfigError(
-                    f"{model_dir} is a short-list model without its tail n-gram ({tail_dir}); run the training "
-                    "command again to rebuild it."
-                )
-            tail = ngram_lib.load(tail_dir)
-        return cls(config, vocab_size, read_weights(run.best_weights, config, vocab_size), tail)
+        head = loading.load_head(run, config, _vocab_size(run.vocab_path))
+        return cls(config, head, read_weights(run.best_weights, config, head.vocab_size, head.stores_rows))
 
     # ---------------------------------------------------------- equation (1) --
 

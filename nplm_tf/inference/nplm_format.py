@@ -63,8 +63,9 @@ class NplmFormatError(UserError):
     """A model the nplm format cannot hold, or a file that is not an nplm model this project can score."""
 
 
-def refusal(config) -> str | None:
-    """Why the nplm format cannot hold a model of `config` (one sentence naming what to drop), or None."""
+def refusal(config, head) -> str | None:
+    """Why the nplm format cannot hold a model of `config` with `head` (its `heads.Head`, or the class
+    `heads.kind` gives) (one sentence naming what to drop), or None."""
     if config.direct:
         return "it has direct connections (W), which the nplm format cannot hold; train it with --nodirect."
     if config.hidden_dim == 0:
@@ -74,7 +75,7 @@ def refusal(config) -> str | None:
             f"it is a short list with a {config.tail} tail, which the nplm format cannot hold (its output is one "
             "softmax over every word); train it without --shortlist."
         )
-    return heads.head_class(heads.name_of(config)).nplm_refusal
+    return head.nplm_refusal
 
 
 def write(model_dir: str, path: str) -> dict:
@@ -84,10 +85,11 @@ def write(model_dir: str, path: str) -> dict:
         raise NplmFormatError(f"--export_dir={path} exists; the nplm model is a new file: give another name.")
     run = run_dir_lib.check_trained(model_dir)
     config, vocab = run.read_config(), run.load_vocab()
-    why = refusal(config)
+    head = heads.make(config, vocab.size)  # its network alone: a head with a tail n-gram is refused
+    why = refusal(config, head)
     if why:
         raise NplmFormatError(f"{model_dir} cannot be written in the nplm format: {why}")
-    w = network.read_weights(run.best_weights, config, vocab.size)
+    w = network.read_weights(run.best_weights, config, vocab.size, head.stores_rows)
     c, m = config.context_size, config.feature_dim
     hidden = w["H"].T  # (h, c·m): block j holds the features of the j-th newest word
     hidden = np.concatenate([hidden[:, (c - 1 - j) * m : (c - j) * m] for j in range(c)], axis=1)  # oldest first

@@ -19,9 +19,9 @@ from nplm_tf.run_dir import RunDir
 SCORING_PRECISION = "float32"  # every path that scores computes in it, whatever precision trained the model
 
 
-def load_trained(model_dir: str, precision: str | None = None):
+def load_trained(model_dir: str, precision: str | None = None, head: heads.Head | None = None):
     """The (config, vocabulary, best-by-validation Keras model) of a training run, its `head` with a short
-    list's tail n-gram.
+    list's tail n-gram (`head`: the one the caller holds for this run, else `load_head`'s).
 
     The model computes in float32 (`SCORING_PRECISION`), whatever precision trained it: bfloat16 is a training
     choice, and every path that scores (evaluate, the SavedModel, NumPy) then gives one model one number.
@@ -32,7 +32,7 @@ def load_trained(model_dir: str, precision: str | None = None):
     run = run_dir_lib.check_trained(model_dir)
     config = dataclasses.replace(run.read_config(), precision=precision or SCORING_PRECISION)  # checked as any
     vocab = run.load_vocab()
-    model = model_lib.build_model(config, vocab.size, heads.make(config, vocab.size, load_tail_ngram(run, config)))
+    model = model_lib.build_model(config, head or load_head(run, config, vocab.size))
     run.load_best_weights(model)
     return config, vocab, model
 
@@ -59,10 +59,17 @@ def check_tail_model(model, config: Config, where: str) -> None:
         )
 
 
-def load_tail_ngram(run: RunDir, config: Config) -> kn.KneserNey | None:
-    """The n-gram of the tail a short-list run kept (None for a run without an n-gram tail)."""
-    if not config.ngram_tail:
-        return None
+def load_head(run: RunDir, config: Config, vocab_size: int) -> heads.Head:
+    """The output head of a trained run (`heads.make`), with the tail n-gram it kept where it has one: built
+    once where a model is loaded, and handed to what scores with it."""
+    head = heads.make(config, vocab_size)
+    if head.needs_ngram:
+        head.attach_ngram(load_tail_ngram(run, config))
+    return head
+
+
+def load_tail_ngram(run: RunDir, config: Config) -> kn.KneserNey:
+    """The n-gram of the tail a short-list run kept (its head `needs_ngram`)."""
     tail_dir = run.tail_ngram_dir
     if not os.path.isfile(RunDir(tail_dir).ngram_model):
         raise ConfigError(

@@ -38,10 +38,10 @@ class NPLMModel(keras.Model):
         return {"loss": self._loss_tracker.result()}
 
 
-def build_model(config: Config, vocab_size: int, head: heads.Head | None = None) -> keras.Model:
-    """context ids (batch, n-1) -> logits (batch, outputs), the outputs of `head` (default: the config's,
-    without a tail n-gram: `heads.make`)."""
-    head = head or heads.make(config, vocab_size)
+def build_model(config: Config, head: heads.Head) -> keras.Model:
+    """context ids (batch, n-1) -> logits (batch, outputs), the outputs of `head` over its |V| words (the run's
+    one head, `heads.make`)."""
+    vocab_size = head.vocab_size
     context = keras.Input(shape=(config.context_size,), dtype="int32", name="context")
     logits = NPLMLayer(
         vocab_size=vocab_size,
@@ -53,7 +53,7 @@ def build_model(config: Config, vocab_size: int, head: heads.Head | None = None)
         dropout=config.dropout,
         seed=config.seed,
         output_size=head.output_size(),
-        output_rows=heads.output_rows(config),
+        output_rows=head.stores_rows,
         dtype=config.precision,
         name="nplm",
     )(context)
@@ -68,7 +68,7 @@ def compile_model(model: keras.Model, config: Config, steps_per_execution: int =
     # No compiled metrics: a training-time metric would compute the softmax a
     # second time each step; validation perplexity is computed exactly per epoch.
     model.compile(
-        optimizer=make_optimizer(config),
+        optimizer=make_optimizer(config, model.head),
         loss=model.objective.keras_loss(),
         steps_per_execution=steps_per_execution,
         jit_compile=config.jit_compile,

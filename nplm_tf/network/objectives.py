@@ -38,7 +38,7 @@ class NegativeLogLikelihood(keras.losses.Loss):
 def of_config(config, head: heads.Head, counts) -> Objective:
     """What training minimizes: the head's loss, or (`--loss`) a sampled estimate of the full softmax's.
     `counts`: the vocabulary's train counts (the sampled losses' noise)."""
-    if heads.sampled(config):
+    if head.sampled:
         return Sampled(config.loss, config.num_sampled, counts, seed=config.seed)
     return HeadObjective(head)
 

@@ -146,7 +146,7 @@ def _lazy_adam_update(variable, m, v, gradient: tf.IndexedSlices, alpha, beta_1,
     )
 
 
-def make_optimizer(config: Config) -> keras.optimizers.Optimizer:
+def make_optimizer(config: Config, head: heads.Head) -> keras.optimizers.Optimizer:
     # --average: Keras's moving average of the weights, kept with the optimizer's state (so in every backup);
     # `training.callbacks.averaged_weights` puts it in the model to validate and keep.
     average = {"use_ema": True, "ema_momentum": config.average} if config.average > 0 else {}
@@ -156,4 +156,4 @@ def make_optimizer(config: Config) -> keras.optimizers.Optimizer:
     # Large-vocabulary modes update only the rows a batch uses (see FusedAdam's `lazy`); not the network tail,
     # whose output layer is updated whole anyway and which aims at the full softmax's results (lazy updates
     # cost it validation perplexity: `benchmarks.large_vocab`).
-    return FusedAdam(learning_rate=learning_rate(config), lazy=heads.lazy_updates(config), **average)
+    return FusedAdam(learning_rate=learning_rate(config), lazy=head.updates_lazily, **average)

@@ -52,7 +52,7 @@ def score_network(
 
         result = scoring.score(
             model,
-            eval_dataset(split, vocab, config),
+            eval_dataset(split, vocab, config, model.head),
             vocab.unk_id,
             on_batch=on_batch if out or ngram_dir else None,
             progress=progress,
@@ -61,7 +61,7 @@ def score_network(
     if not ngram_dir:
         return summary, None
     ngram = ngram_lib.load(ngram_dir)
-    valid_probs = scoring.token_probabilities(model, eval_dataset(corpus["valid"], vocab, config), progress)
+    valid_probs = scoring.token_probabilities(model, eval_dataset(corpus["valid"], vocab, config, model.head), progress)
     probs = {"valid": valid_probs, "eval": np.exp(-np.concatenate(nll_parts))}
     splits = {"valid": corpus["valid"], "eval": split}
     report = network_mixture.fit_and_score(probs, splits, vocab, ngram, ngram_dir, "eval", mixture_per_token)

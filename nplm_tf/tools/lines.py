@@ -156,7 +156,7 @@ class LineScorer:
         # deferred: TensorFlow loads when this runs, not with the module
         from nplm_tf.network import scoring
 
-        return scoring.token_probabilities(self.model, eval_dataset(split, self.vocab, self.config))
+        return scoring.token_probabilities(self.model, eval_dataset(split, self.vocab, self.config, self.model.head))
 
     def probabilities(self, split: corpus_lib.Split) -> np.ndarray:
         """P of every predicted token of `split`, in order, by this scorer's mode."""

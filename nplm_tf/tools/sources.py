@@ -149,7 +149,7 @@ class NetworkSource(Source):
         direct connections, and ln Z on valid near 0 (metrics.json's, else measured on 2,000 valid contexts)."""
         if self.ngram is not None:
             refuse_raw(path, self.what)
-        why = nplm_format.refusal(self.network.config)  # the networks nplm and Moses score raw
+        why = nplm_format.refusal(self.network.config, self.network.head)  # the networks nplm and Moses score raw
         if why:
             raise UserError(
                 "normalized=False needs a full softmax with a hidden layer and no direct connections (a network "

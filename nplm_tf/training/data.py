@@ -18,10 +18,11 @@ if TYPE_CHECKING:  # the datasets load TensorFlow; `prepare_data` does not (`run
 EVAL_BATCH_SIZE = 1024  # windows per scoring batch, at most
 
 
-def eval_batch_size(config: Config, vocab_size: int) -> int:
-    """Windows per scoring batch: `EVAL_BATCH_SIZE`, fewer where the output layer is wider than 131,072 (a full
-    or sampled softmax over a large vocabulary), so that a batch holds at most `config.LOGITS_PER_BATCH` logits."""
-    return config_lib.rows_per_batch(heads.make(config, vocab_size).output_size(), EVAL_BATCH_SIZE)
+def eval_batch_size(head: heads.Head) -> int:
+    """Windows per scoring batch of a model with `head`: `EVAL_BATCH_SIZE`, fewer where the output layer is
+    wider than 131,072 (a full or sampled softmax over a large vocabulary), so that a batch holds at most
+    `config.LOGITS_PER_BATCH` logits."""
+    return config_lib.rows_per_batch(head.output_size(), EVAL_BATCH_SIZE)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -31,11 +32,14 @@ class Data:
     vocab: vocab_lib.Vocabulary
     tokens: dict[str, int]  # predicted tokens per split (tokens + one </s> per line)
 
-    def dataset(self, corpus: corpus_lib.Corpus, split: str, config: Config, **kwargs) -> tf.data.Dataset:
+    def dataset(
+        self, corpus: corpus_lib.Corpus, split: str, config: Config, head: heads.Head | None = None, **kwargs
+    ) -> tf.data.Dataset:
+        """The windows of `split`: batches of `batch_size` (training), else as a model with `head` scores them."""
         # deferred: TensorFlow and tensorflow-text loads when this runs, not with the module
         from pipelines import windows
 
-        batch = kwargs.pop("batch_size", None) or eval_batch_size(config, self.vocab.size)
+        batch = kwargs.pop("batch_size", None) or eval_batch_size(head)
         return windows.window_dataset(corpus[split], self.vocab, config.order, batch, self.tokens[split], **kwargs)
 
     def train_dataset(self, corpus: corpus_lib.Corpus, config: Config, epoch) -> tf.data.Dataset:
@@ -57,12 +61,15 @@ def split_tokens(split: corpus_lib.Split) -> int:
     return tokens + lines
 
 
-def eval_dataset(split: corpus_lib.Split, vocab: vocab_lib.Vocabulary, config: Config) -> tf.data.Dataset:
-    """Every window of `split`, in order, for exact scoring (counts the split's tokens once)."""
+def eval_dataset(
+    split: corpus_lib.Split, vocab: vocab_lib.Vocabulary, config: Config, head: heads.Head
+) -> tf.data.Dataset:
+    """Every window of `split`, in order, for exact scoring by a model with `head` (counts the split's tokens
+    once)."""
     # deferred: TensorFlow and tensorflow-text loads when this runs, not with the module
     from pipelines import windows
 
-    batch = eval_batch_size(config, vocab.size)
+    batch = eval_batch_size(head)
     return windows.window_dataset(split, vocab, config.order, batch, split_tokens(split))
 
 
@@ -105,14 +112,14 @@ def untrained_unk_note(vocab: vocab_lib.Vocabulary, counts, predicted: int) -> s
 LARGE_VOCABULARY = 20_000  # |V| from which `train` suggests a short list or sampled training to a full softmax
 
 
-def large_vocabulary_note(config: Config, vocab_size: int) -> str | None:
+def large_vocabulary_note(head: heads.Head) -> str | None:
     """One sentence when a full-softmax run's vocabulary is large enough that its output layer, O(h·|V|) per
     token, is most of the training time and a short list or sampled training trains several times faster
     (benchmarks/README.md, GCIDE); else None."""
-    if vocab_size < LARGE_VOCABULARY or heads.name_of(config) != "softmax" or heads.sampled(config):
+    if head.vocab_size < LARGE_VOCABULARY or head.name != "softmax" or head.sampled:
         return None
     return (
-        f"note: |V| = {vocab_size:,}, so the full softmax's output layer takes most of each step; a short list "
+        f"note: |V| = {head.vocab_size:,}, so the full softmax's output layer takes most of each step; a short list "
         "(--shortlist=4000) or sampled training (--loss=sampled_softmax --num_sampled=500) trains several times "
         "faster and is still evaluated exactly "
         "(docs/large_vocabularies.md)."

@@ -7,8 +7,8 @@ flag or a directory of another run is refused at once; `trainer.train_and_evalua
 
 from __future__ import annotations
 
-from nplm_tf.baselines import kneser_ney as kn
 from nplm_tf.config import Config, ConfigError
+from nplm_tf.network import heads
 from nplm_tf.run_dir import RunDir, TrainingLock
 from nplm_tf.training import tail as tail_lib
 from nplm_tf.training.data import LARGE_VOCABULARY, Data, large_vocabulary_note, prepare_data
@@ -81,9 +81,11 @@ def set_up_run(
     tail_ngram_dir: str | None,
     lock: TrainingLock,
     writer: bool = True,
-) -> tuple[dict | None, Data | None, kn.KneserNey | None]:
+) -> tuple[dict | None, Data | None, heads.Head | None]:
     """The start of every run, in the order that lets a refused run write nothing: (metrics, None, None) for a
-    run that already finished, else (None, data, the n-gram of an n-gram tail: `heads.make` gives it to the head).
+    run that already finished, else (None, data, the run's output head): the one head (`heads.make`) the
+    model, optimizer, data and loops of the run are given, with its tail n-gram where it has one (not in a
+    process that is not the `writer`, which attaches the kept one later: `Head.attach_ngram`).
 
     Every process checks the directory's configuration, the data and a new run's --ngram_dir; the `writer`
     (the one process, or a multi-worker run's chief) takes the directory's lock before it removes what a
@@ -91,8 +93,9 @@ def set_up_run(
     writes config.json, corpus.json and the tail's n-gram; the others return None for it and load the kept one
     later. Nothing here loads TensorFlow: `nplm_tf.train` refuses bad data in a second, before it loads.
     """
+    kind = heads.kind(config)
     check_model_dir(config, model_dir, corpus)
-    tail_lib.check_kept_tail(config, model_dir, tail_ngram_dir)
+    tail_lib.check_kept_tail(kind, model_dir, tail_ngram_dir)
     run = RunDir(model_dir)
     new_run = not run.has_config()  # a run set up before kept its tail; --ngram_dir is only compared with it
     if writer:
@@ -104,18 +107,20 @@ def set_up_run(
     if finished is not None:
         return finished, None, None
     # a bad --ngram_dir, or a tail pruned empty, is refused before anything is written
-    new_tail = tail_lib.NewTail(config, tail_ngram_dir, corpus if writer else None)
+    new_tail = tail_lib.NewTail(config, kind, tail_ngram_dir, corpus if writer else None)
     data = prepare_data(config, corpus, model_dir if writer else None, check=new_tail if writer or new_run else None)
+    head = heads.make(config, data.vocab.size)
     if not writer:
-        return None, data, None
-    note = large_vocabulary_note(config, data.vocab.size) if new_run else None
+        return None, data, head
+    note = large_vocabulary_note(head) if new_run else None
     if note:
         print(note, flush=True)
     lock.acquire()  # a new run's directory exists now
     run.write_config(config)
     if corpus.spec:
         run.write_corpus(corpus.spec)
-    return None, data, tail_lib.keep_tail(config, data.vocab, model_dir, new_tail)
+    head.attach_ngram(tail_lib.keep_tail(config, data.vocab, model_dir, new_tail))
+    return None, data, head
 
 
 def finished_metrics(config: Config, model_dir: str) -> dict | None:

@@ -10,6 +10,7 @@ from nplm_tf.baselines import build as ngram_lib
 from nplm_tf.baselines import kneser_ney as kn
 from nplm_tf.baselines import network_mixture
 from nplm_tf.config import Config, ConfigError
+from nplm_tf.network import heads
 from nplm_tf.network.loading import check_kneser_ney, check_tail_model, load_tail_ngram
 from nplm_tf.run_dir import RunDir
 from pipelines import corpus as corpus_lib
@@ -23,16 +24,19 @@ class NewTail:
     the run's vocabulary and tail order, or, where `corpus` is given (the process that writes the run), the
     model built on its train split, so that a pruning that would empty an order is refused first too."""
 
-    def __init__(self, config: Config, ngram_dir: str | None, corpus: corpus_lib.Corpus | None = None):
+    def __init__(
+        self, config: Config, kind: type[heads.Head], ngram_dir: str | None, corpus: corpus_lib.Corpus | None = None
+    ):
         if ngram_dir and config.tail_ngram_prune:
             raise ConfigError(
                 f"--tail_ngram_prune prunes the tail n-gram that training builds; the model in --ngram_dir={ngram_dir} "
                 "is used as it was built (prune it with nplm_tf.ngram --prune)."
             )
         self.config, self.ngram_dir, self.corpus, self.model = config, ngram_dir, corpus, None
+        self.needed = kind.needs_ngram  # the run's head (`heads.kind`) scores its tail with a Kneser-Ney n-gram
 
     def __call__(self, vocab: vocab_lib.Vocabulary) -> None:
-        if not self.config.ngram_tail:
+        if not self.needed:
             return
         if self.ngram_dir:
             self.model = tail_ngram(vocab, None, self.config.tail_order, self.ngram_dir)
@@ -41,11 +45,11 @@ class NewTail:
             self.model = tail_ngram(vocab, self.corpus, self.config.tail_order, prune=self.config.tail_prune)
 
 
-def check_kept_tail(config: Config, model_dir: str, ngram_dir: str | None) -> None:
+def check_kept_tail(kind: type[heads.Head], model_dir: str, ngram_dir: str | None) -> None:
     """Refuses an --ngram_dir that is not the tail a run set up before keeps (it is never read again, and a
     continued run would otherwise score with another n-gram than the user named)."""
     kept = RunDir(RunDir(model_dir).tail_ngram_dir).ngram_model
-    if not (config.ngram_tail and ngram_dir and os.path.isfile(kept)):
+    if not (kind.needs_ngram and ngram_dir and os.path.isfile(kept)):
         return
     given = RunDir(ngram_dir).ngram_model
     if not os.path.isfile(given) or not filecmp.cmp(kept, given, shallow=False):
@@ -57,7 +61,7 @@ def check_kept_tail(config: Config, model_dir: str, ngram_dir: str | None) -> No
 
 def keep_tail(config: Config, vocab: vocab_lib.Vocabulary, model_dir: str, new: NewTail) -> kn.KneserNey | None:
     """The n-gram of a short-list run's n-gram tail, kept in MODEL_DIR/tail_ngram (None for a full softmax or
-    the network tail, which have none); `heads.make` gives it to the head.
+    the network tail, which have none: `new.needed`); `Head.attach_ngram` gives it to the head.
 
     The first run keeps `new`'s model: modified Kneser-Ney of order `config.tail_order` built on the train
     split with the network's vocabulary (pruned at `config.tail_prune`), or a copy of the model in
@@ -66,7 +70,7 @@ def keep_tail(config: Config, vocab: vocab_lib.Vocabulary, model_dir: str, new: 
     """
     run = RunDir(model_dir)
     tail_dir = RunDir(run.tail_ngram_dir)
-    if not config.ngram_tail:
+    if not new.needed:
         return None
     if os.path.isfile(tail_dir.ngram_model):  # built already
         return load_tail_ngram(run, config)

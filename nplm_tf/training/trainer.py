@@ -33,12 +33,12 @@ from pipelines.errors import UserError
 
 
 def build_compiled_model(
-    config: Config, vocab: vocab_lib.Vocabulary, strategy: tf.distribute.Strategy, head: heads.Head | None = None
+    config: Config, vocab: vocab_lib.Vocabulary, strategy: tf.distribute.Strategy, head: heads.Head
 ) -> keras.Model:
     with strategy.scope():
-        model = model_lib.build_model(config, vocab.size, head)
+        model = model_lib.build_model(config, head)
         steps = STEPS_PER_EXECUTION if strategy.num_replicas_in_sync == 1 else 1
-        objective = objectives.of_config(config, model.head, vocab.counts)
+        objective = objectives.of_config(config, head, vocab.counts)
         model_lib.compile_model(model, config, steps_per_execution=steps, objective=objective)
     return model
 
@@ -97,17 +97,16 @@ def _train_and_evaluate(
     export: bool,
     set_up: tuple,
 ) -> dict:
-    finished, data, tail_ngram = set_up
+    finished, data, head = set_up
     if finished is not None:
         return finished
-    head = heads.make(config, data.vocab.size, tail_ngram)
     strategy = strategy or tf.distribute.get_strategy()
     keras.utils.set_random_seed(config.seed)
 
     run = RunDir(model_dir)
     epoch = tf.Variable(0, dtype=tf.int64, trainable=False)
     train_ds = data.train_dataset(corpus, config, epoch)
-    valid_ds = data.dataset(corpus, "valid", config)
+    valid_ds = data.dataset(corpus, "valid", config, head)
     if model is None:
         model = build_compiled_model(config, data.vocab, strategy, head)
     model.head = head  # a model built by the caller (keras-tuner) scores with the run's tail n-gram
@@ -179,9 +178,12 @@ def finish_run(
     run.load_best_weights(model)
     mixed = write and run.read_mixture()  # fitted by evaluate --ngram_dir to the network as it was
     probs = {} if mixed else None
-    with phase("exact valid and test perplexity" + (" and ln Z" if reports_log_z(config) else "")):
+    with phase("exact valid and test perplexity" + (" and ln Z" if reports_log_z(model.head) else "")):
         # In float32 whatever the run trained in, as every other path scores (`loading.load_trained`).
-        scorer = model if config.precision == loading.SCORING_PRECISION else loading.load_trained(model_dir)[2]
+        if config.precision == loading.SCORING_PRECISION:
+            scorer = model
+        else:
+            scorer = loading.load_trained(model_dir, head=model.head)[2]
         metrics = evaluate_all(scorer, data, corpus, config, probs)
     metrics["epochs"] = list(run.read_history().values())
     metrics["train_seconds"] = sum(e["seconds"] for e in metrics["epochs"])
@@ -232,11 +234,11 @@ def refit_mixture(
     return report, ngram
 
 
-def reports_log_z(config: Config) -> bool:
+def reports_log_z(head: heads.Head) -> bool:
     """Whether the model's outputs are one softmax over the vocabulary (the full softmax, however trained), so
     that ln Z = ln Σ_w exp(y_w) says how near its raw outputs are to log-probabilities; a short list's or the
     class-factored head's outputs are normalized otherwise."""
-    return heads.name_of(config) == "softmax"
+    return head.name == "softmax"
 
 
 def evaluate_all(
@@ -245,7 +247,7 @@ def evaluate_all(
     """Exact valid and test perplexity (and more) of `model`; `probs`: filled with each split's P per token."""
     batch_nll = scoring.nll_function(model)
     scores, log_z = {}, []
-    full_softmax = reports_log_z(config)  # how near its raw outputs are to ln P: ln Z on valid, in the same pass
+    full_softmax = reports_log_z(model.head)  # how near its raw outputs are to ln P: ln Z on valid, in the same pass
     if full_softmax:
         fused = scoring.nll_and_log_z_function(model)
 
@@ -259,7 +261,11 @@ def evaluate_all(
         on_batch = (lambda targets, nll, parts=parts: parts.append(nll)) if probs is not None else None
         function = valid_nll if full_softmax and name == "valid" else batch_nll
         scores[name] = scoring.score(
-            model, data.dataset(corpus, name, config), data.vocab.unk_id, on_batch=on_batch, batch_nll=function
+            model,
+            data.dataset(corpus, name, config, model.head),
+            data.vocab.unk_id,
+            on_batch=on_batch,
+            batch_nll=function,
         )
         if probs is not None:
             probs[name] = np.exp(-np.concatenate(parts))

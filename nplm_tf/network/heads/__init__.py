@@ -9,14 +9,15 @@
 | `network` | `network_tail.NetworkTail` | \\|V\\| + 1 |
 | `--classes=C` (no short list) | `classes.ClassSoftmax` | C + \\|V\\| |
 
-The interface is `base.Head`. This module is the only place that reads `config.tail` and `config.classes` (`objectives.of_config`, `config.loss`);
-it imports no TensorFlow (the NumPy inference path uses the heads too).
+The interface is `base.Head`. This module is the only place that reads `config.tail` and `config.classes`
+(`Head.from_config`, `config.loss`); it imports no TensorFlow (the NumPy inference path uses the heads too).
 """
 
 from __future__ import annotations
 
 import importlib
 
+from nplm_tf.config import ConfigError
 from nplm_tf.network.heads.base import Head, Outputs  # noqa: F401  (the interface)
 
 # name -> (module, class); a new head is one file and one line here (and `config.TAILS`).
@@ -48,29 +49,36 @@ def named(name: str, list_size: int, vocab_size: int, ngram=None) -> Head:
     return head_class(name)(list_size, vocab_size, ngram)
 
 
+def kind(config) -> type[Head]:
+    """The head class of a config, with the options only some heads take checked against it (the n-gram
+    tail's order and pruning): what a binary checks before it reads data, and `make` builds."""
+    cls = head_class(name_of(config))
+    if not cls.needs_ngram:
+        with_ngram = ngram_tails()
+        if config.tail_ngram_order:
+            raise ConfigError(
+                f"tail_ngram_order={config.tail_ngram_order!r} needs an n-gram tail (tail in {with_ngram}); "
+                f"tail={config.tail!r} has none."
+            )
+        if config.tail_ngram_prune:
+            raise ConfigError(
+                f"tail_ngram_prune={config.tail_ngram_prune!r} needs a short list with an n-gram tail "
+                f"(shortlist > 0, tail in {with_ngram})."
+            )
+    return cls
+
+
 def make(config, vocab_size: int, ngram=None) -> Head:
-    """The head of `config` over |V| = `vocab_size` words; `ngram`: the Kneser-Ney model of an n-gram tail
-    (`needs_ngram`), needed to score with it, not to train."""
-    return head_class(name_of(config)).from_config(config, vocab_size, ngram)
+    """The head of `config` over |V| = `vocab_size` words, built once where a run is set up or a trained
+    model is loaded, and handed to everything that trains or scores with it (`Head.sampled`,
+    `Head.stores_rows`, `Head.updates_lazily` say what the model, data and optimizer need to know).
+    `ngram`: the Kneser-Ney model of an n-gram tail (`Head.needs_ngram`), needed to score with it, not to
+    train; `Head.attach_ngram` gives it later."""
+    head = kind(config).from_config(config, vocab_size, ngram)
+    head.sampled = config.loss != "softmax"  # the config allows it with the full softmax only
+    return head
 
 
-def needs_ngram(config) -> bool:
-    """Whether a config's head scores its tail with a Kneser-Ney n-gram."""
-    return head_class(name_of(config)).needs_ngram
-
-
-def output_rows(config) -> bool:
-    """Whether the output weights are stored a row per output: training reads some rows only (the sampled
-    losses, a head that trains on part of its outputs)."""
-    return sampled(config) or head_class(name_of(config)).output_rows
-
-
-def sampled(config) -> bool:
-    """Whether training estimates the full softmax's loss by sampling (`--loss`); it is always scored exactly."""
-    return config.loss != "softmax"
-
-
-def lazy_updates(config) -> bool:
-    """Whether Adam updates only the rows a batch uses (`optimizers.FusedAdam`'s `lazy`): the sampled losses,
-    and the heads that say so (`Head.lazy_updates`)."""
-    return sampled(config) or head_class(name_of(config)).lazy_updates
+def ngram_tails() -> tuple[str, ...]:
+    """The short list's tails that a Kneser-Ney n-gram scores."""
+    return tuple(name for name in _HEADS if head_class(name).needs_ngram)

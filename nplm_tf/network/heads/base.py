@@ -76,6 +76,8 @@ class Head:
     # why the nplm format (one softmax over every word) cannot hold the head, one sentence naming what to drop
     nplm_refusal: str | None = "its output is not one softmax over every word, all the nplm format can hold."
 
+    sampled = False  # training estimates the loss by sampling (`--loss`; the full softmax's); scored exactly
+
     def __init__(self, list_size: int, vocab_size: int, ngram=None, self_normalize: float = 0.0):
         self.list_size, self.vocab_size, self.ngram = int(list_size), int(vocab_size), ngram
         self.self_normalize = float(self_normalize)  # α of training's α·(ln Z)² (the full softmax's: `ops`)
@@ -84,6 +86,21 @@ class Head:
     def from_config(cls, config, vocab_size: int, ngram=None) -> Head:
         """The head of a config (`heads.make`): its short list and self-normalization."""
         return cls(config.shortlist, vocab_size, ngram, config.self_normalize)
+
+    def attach_ngram(self, ngram) -> None:
+        """Gives a head built to train (`needs_ngram`) the Kneser-Ney model it scores its tail with."""
+        self.ngram = ngram
+
+    @property
+    def stores_rows(self) -> bool:
+        """Whether the output weights are stored a row per output: training reads some rows only (a sampled
+        loss, or a head that trains on part of its outputs)."""
+        return self.sampled or self.output_rows
+
+    @property
+    def updates_lazily(self) -> bool:
+        """Whether Adam updates only the rows a batch uses (`optimizers.FusedAdam`'s `lazy`)."""
+        return self.sampled or self.lazy_updates
 
     # ------------------------------------------------------------- shape and training --
 

@@ -35,6 +35,10 @@ class NgramTail(base.Head):
         self._tables = None
         self._masses = None
 
+    def attach_ngram(self, ngram) -> None:
+        super().attach_ngram(ngram)
+        self._tables = self._masses = None  # built from the model on first use
+
     def output_size(self) -> int:
         return self.list_size + 1 if self.tail_output else self.list_size
 
