@@ -301,7 +301,7 @@ def test_mixture_export_serves_evaluates_probabilities(run, tmp_path, smoothing,
     arrays = ngram_lib.token_arrays(corpus["test"], vocab)
     weights = np.array(json.load(open(os.path.join(work, "mixture.json")))["context_frequency"])
     lam = weights[mixture.frequency_buckets(ngram.context_counts(arrays), len(weights))]
-    expected = mixture.mix(p_nn, ngram.token_probabilities(arrays), lam)
+    expected = lam * p_nn + (1 - lam) * ngram.token_probabilities(arrays)
     np.testing.assert_allclose(np.exp(served_ln), expected, atol=1e-5, rtol=1e-5)
     served = tf.saved_model.load(path)
     top = served.signatures["next_word"](text=tf.constant(["the cat"]), k=tf.constant(vocab.size))
@@ -482,8 +482,11 @@ def test_serving_ngrams_equal_the_numpy_models(order):
         context[ok, 2 - j] = test.tokens[positions[ok] - j]
     got = served.token_probabilities(tf.constant(context), tf.constant(test.tokens[positions])).numpy()
     np.testing.assert_array_equal(got, model.token_probabilities(test))
+    # the counts a mixture's weights read are the NumPy model's; the weights are λ and 1 − λ of their buckets
+    np.testing.assert_array_equal(served.context_count(tf.constant(context)).numpy(), model.context_counts(test))
     buckets = mixture.frequency_buckets(model.context_counts(test), len(weights))
-    np.testing.assert_array_equal(served.mixture_weight(tf.constant(context)).numpy(), np.array(weights)[buckets])
+    np.testing.assert_array_equal(served.mixture_table[buckets, 0], np.array(weights)[buckets])
+    np.testing.assert_array_equal(served.mixture_table[buckets, 1], 1 - np.array(weights)[buckets])
     dist = served.distribution(tf.constant(context)).numpy()
     for row, ctx in zip(dist, context):
         np.testing.assert_allclose(row, model.distribution([int(c) for c in ctx]), rtol=1e-12)

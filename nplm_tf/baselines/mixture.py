@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from nplm_tf.baselines import engines
+
 EM_ITERATIONS = 100
 
 
@@ -26,12 +28,13 @@ def em_weight(
     return lam, trace
 
 
-def frequency_buckets(context_counts: np.ndarray, num_buckets: int = 8) -> np.ndarray:
-    """Bucket 0 for unseen contexts, then by log2 of the count: 1, 2-3, 4-7, ... (last open)."""
-    buckets = np.zeros(context_counts.shape, np.int64)
-    seen = context_counts > 0
-    buckets[seen] = 1 + np.floor(np.log2(context_counts[seen])).astype(np.int64)
-    return np.minimum(buckets, num_buckets - 1)
+def frequency_buckets(context_counts, num_buckets: int = 8, engine=engines.NUMPY):
+    """Bucket 0 for unseen contexts, then by log2 of the count: 1, 2-3, 4-7, ... (last open), of an array of
+    either engine (`engines.NUMPY`, `engines.TENSORFLOW`)."""
+    buckets = engine.as_int(context_counts < 0)  # zeros: no count is negative
+    for b in range(num_buckets - 1):
+        buckets = buckets + engine.as_int(context_counts >= 2.0**b)
+    return buckets
 
 
 def bucket_weights(p_a: np.ndarray, p_b: np.ndarray, buckets: np.ndarray, num_buckets: int) -> np.ndarray:
@@ -67,6 +70,30 @@ def _per_bucket(fit, buckets: np.ndarray, num_buckets: int) -> np.ndarray:
     return weights
 
 
-def mix(p_a: np.ndarray, p_b: np.ndarray, weight) -> np.ndarray:
-    weight = np.asarray(weight)
-    return weight * p_a + (1 - weight) * p_b
+def pair_table(network_weight) -> np.ndarray:
+    """The weights of a network and an n-gram, (buckets, 2), from the network's λ: one, or one per bucket
+    (mixture.json's `context_frequency`)."""
+    lam = np.atleast_1d(np.asarray(network_weight, np.float64))
+    return np.stack([lam, 1.0 - lam], axis=1)
+
+
+def context_weights(table, context_counts=None, engine=engines.NUMPY):
+    """Each context's weights of the members, from `table` (buckets, members): the row of the context's
+    frequency bucket (`context_counts`: the train count of each context under the n-gram whose counts the fit
+    read), (T, members); with one row, or no counts, that row for every context, (members,)."""
+    if table.shape[0] == 1 or context_counts is None:
+        return table[0]
+    return engine.gather(table, frequency_buckets(context_counts, int(table.shape[0]), engine))
+
+
+def mix(values, weights):
+    """Σ_i λ_i · values_i: the one place members are combined (networks, n-grams, caches), in either engine.
+    `values`: each member's P in the members' order, (T,) per token or (T, |V|) per context; `weights`:
+    `context_weights`' (T, members) or (members,). A mixture of normalized distributions is normalized."""
+    total = None
+    for i, value in enumerate(values):
+        lam = weights[..., i]
+        if len(lam.shape) == 1 and len(value.shape) == 2:
+            lam = lam[:, None]
+        total = lam * value if total is None else total + lam * value
+    return total

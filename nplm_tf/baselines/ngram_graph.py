@@ -5,7 +5,7 @@ int64 keys `context id * B + word`, where the context id is the row of the
 (k-1)-gram prefix in order k-1 (a trie spread over sorted arrays). Lookups are
 `tf.searchsorted` over those keys: core TensorFlow ops, so the SavedModel
 needs no custom op and no Python. Each query reproduces the numpy model's
-`token_probabilities` / `distribution` and `baselines.mixture.frequency_buckets`
+`token_probabilities` / `distribution` and context counts
 exactly (float64 throughout).
 """
 
@@ -14,7 +14,7 @@ from __future__ import annotations
 import numpy as np
 import tensorflow as tf
 
-from nplm_tf.baselines import interpolated
+from nplm_tf.baselines import engines, interpolated, mixture
 from nplm_tf.baselines import kneser_ney as kn
 
 NONE = -1  # "absent": an n-gram id, or a query that cannot match
@@ -32,11 +32,12 @@ def read(table: tf.Variable) -> tf.Tensor:
 
 
 class ServingNgram(tf.Module):
-    """The trie shared by both n-gram models, and the mixture weight λ(h).
+    """The trie shared by both n-gram models, and the weights of the mixture it was fitted in.
 
     Args:
       tables: a `kneser_ney.KneserNey` holding the n-gram numbering.
-      weights: the network's λ per context-frequency bucket (mixture.json's `context_frequency`).
+      weights: the network's λ per context-frequency bucket (mixture.json's `context_frequency`): kept as
+        the two members' table (`mixture.pair_table`), which the server mixes with (`mixture.mix`).
     """
 
     def __init__(self, tables: kn.KneserNey, weights: list[float], name: str):
@@ -46,7 +47,7 @@ class ServingNgram(tf.Module):
         self.order, self.base, self.vocab_size = tables.order, tables.base, tables.vocab_size
         orders = range(1, tables.order + 1)
         self.keys = [_state(tables.orders[k].keys, tf.int64) for k in orders]  # a key's word is key % base
-        self.weights = _state(weights, tf.float64)
+        self.mixture_table = mixture.pair_table(weights)
         self.context_totals = _state(tables.context_totals(), tf.float64)  # train count of each (N-1)-gram
 
     def lookup(self, k: int, query: tf.Tensor) -> tf.Tensor:
@@ -93,26 +94,13 @@ class ServingNgram(tf.Module):
         where = tf.stack([tf.cast(spans.value_rowids(), tf.int64), words], axis=1)
         return tf.tensor_scatter_nd_update(base, where, tf.gather(read(values), index))
 
-    def context_bucket(self, context: tf.Tensor, num_buckets: int) -> tf.Tensor:
-        """Each context's train frequency bucket (`bucket`), (T,) int32: the count of its last K - 1 words."""
+    def context_count(self, context: tf.Tensor) -> tf.Tensor:
+        """Each context's train count (T,) float64, the count of its last K - 1 words, as
+        `KneserNey.context_counts` gives it: what a mixture's context-frequency bucket reads."""
         if self.order == 1:
-            count = tf.fill([tf.shape(context)[0]], self.context_totals[0])
-        else:
-            h = self.suffix_ids(context)[self.order - 1]
-            count = tf.where(
-                h >= 0, tf.gather(read(self.context_totals), tf.maximum(h, 0)), tf.zeros_like(h, tf.float64)
-            )
-        return bucket(count, num_buckets)
-
-    def mixture_weight(self, context: tf.Tensor) -> tf.Tensor:
-        """λ of the network for each context, (T,) float64, from its train frequency bucket."""
-        return tf.gather(read(self.weights), self.context_bucket(context, int(self.weights.shape[0])))
-
-
-def bucket(count: tf.Tensor, num_buckets: int) -> tf.Tensor:
-    """0: unseen; b >= 1: count in [2^(b-1), 2^b), the last bucket open (`baselines.mixture.frequency_buckets`)."""
-    thresholds = tf.constant([2.0**b for b in range(num_buckets - 1)], tf.float64)
-    return tf.reduce_sum(tf.cast(count[:, None] >= thresholds[None, :], tf.int32), axis=1)
+            return tf.fill([tf.shape(context)[0]], self.context_totals[0])
+        h = self.suffix_ids(context)[self.order - 1]
+        return tf.where(h >= 0, tf.gather(read(self.context_totals), tf.maximum(h, 0)), tf.zeros_like(h, tf.float64))
 
 
 class ServingKneserNey(ServingNgram):
@@ -165,7 +153,8 @@ class ServingInterpolated(ServingNgram):
         u, v = context[:, -2], context[:, -1]
         uv = self.extend(2, u, v)  # (T,) -1 for (<s>, <s>) and unseen pairs
         count = tf.where(uv >= 0, tf.gather(read(self.totals3), tf.maximum(uv, 0)), tf.zeros_like(uv, tf.float64))
-        lam = tf.gather(read(self.lambdas), bucket(count, int(self.lambdas.shape[0])))  # (T, 4)
+        buckets = mixture.frequency_buckets(count, int(self.lambdas.shape[0]), engines.TENSORFLOW)
+        lam = tf.gather(read(self.lambdas), buckets)  # (T, 4)
         return v, uv, count, lam, tf.gather(read(self.totals2), v) > 0
 
     def token_probabilities(self, context: tf.Tensor, target: tf.Tensor) -> tf.Tensor:

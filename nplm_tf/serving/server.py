@@ -13,6 +13,7 @@ from __future__ import annotations
 import tensorflow as tf
 
 from nplm_tf import config as config_lib
+from nplm_tf.baselines import engines, mixture
 from nplm_tf.network import heads
 from nplm_tf.serving import network as network_lib
 from nplm_tf.serving import sampling
@@ -36,7 +37,7 @@ class Server(tf.Module):
       ngram: optional `ngram_graph.ServingNgram`; when given, every
         probability is the mixture λ(h)·P_nn + (1 - λ(h))·P_ngram. Or a list of them: an ensemble's n-grams.
       weights: an ensemble's weights, (buckets, members) in the members' order (the networks, then the n-grams),
-        the bucket of a context its train frequency under the first n-gram (`ngram_graph.bucket`; one row:
+        the bucket of a context its train frequency under the first n-gram (`mixture.context_weights`; one row:
         the same weights for every context), as `evaluate --model_dirs --save_ensemble` fits them.
 
     Every probability is P(w | h) = Σ_i λ_i(h) P_i(w | h) over the members, exactly normalized over |V|.
@@ -51,7 +52,8 @@ class Server(tf.Module):
         self.ngrams = list(ngram) if isinstance(ngram, (list, tuple)) else ([ngram] if ngram is not None else [])
         members = len(self.networks) + len(self.ngrams)
         # One network with one n-gram and no weights: the network's λ(h) is the n-gram's (mixture.json).
-        self.mixture_of_one = weights is None and len(self.networks) == 1 and len(self.ngrams) == 1
+        if weights is None and len(self.networks) == 1 and len(self.ngrams) == 1:
+            weights = self.ngrams[0].mixture_table
         if weights is not None:
             weights = tf.constant(weights, tf.float64)
             if weights.shape.rank != 2 or weights.shape[1] != members:
@@ -59,7 +61,7 @@ class Server(tf.Module):
                     f"weights of shape {weights.shape} do not give a weight per bucket to {members} members."
                 )
             self.weights = tf.Variable(weights, trainable=False)
-        elif members > 1 and not self.mixture_of_one:
+        elif members > 1:
             raise ValueError("an ensemble of several members needs their weights.")
         outputs = max(network.outputs for network in self.networks)
         self.outputs = outputs
@@ -150,23 +152,14 @@ class Server(tf.Module):
         return heads.Outputs(self.hidden(context, member), self.networks[member].output_logits)
 
     def member_weights(self, context: tf.Tensor) -> tf.Tensor:
-        """λ_i(h) of every member for each context, (B, members) float64."""
-        if self.mixture_of_one:
-            lam = self.ngrams[0].mixture_weight(context)
-            return tf.stack([lam, 1 - lam], axis=1)
-        buckets = int(self.weights.shape[0])
-        if buckets == 1 or not self.ngrams:
-            return tf.tile(self.weights[:1], [tf.shape(context)[0], 1])
-        return tf.gather(self.weights, self.ngrams[0].context_bucket(context, buckets))
+        """λ_i(h) of every member for each context, (B, members) or (members,) float64 (`mixture.context_weights`:
+        the bucket of a context's train count under the first n-gram)."""
+        counts = self.ngrams[0].context_count(context) if self.ngrams and self.weights.shape[0] > 1 else None
+        return mixture.context_weights(self.weights, counts, engines.TENSORFLOW)
 
     def mix(self, context: tf.Tensor, values: list[tf.Tensor]) -> tf.Tensor:
-        """Σ_i λ_i(h) · values_i, each (B, ...) float64, in the members' order."""
-        lam = self.member_weights(context)
-        total = None
-        for i, value in enumerate(values):
-            w = lam[:, i] if value.shape.rank == 1 else lam[:, i : i + 1]
-            total = w * value if total is None else total + w * value
-        return total
+        """Σ_i λ_i(h) · values_i, each (B,) or (B, |V|) float64, in the members' order (`mixture.mix`)."""
+        return mixture.mix(values, self.member_weights(context))
 
     def distribution(self, context: tf.Tensor) -> tf.Tensor:
         """(B, c) oldest first -> (B, |V|) float64 P(· | context), the mixture's when there is one."""

@@ -125,18 +125,21 @@ def fit_scored(
             }
             for j, i in enumerate(keep)
         ],
-        "uniform": {"weights": [1.0 / k] * k, "perplexity": ngram_lib.perplexity(probs.mean(axis=0))},
+        "uniform": {
+            "weights": [1.0 / k] * k,
+            "perplexity": ngram_lib.perplexity(mixture.mix(probs, np.full(k, 1.0 / k))),
+        },
         "em": {
             "weights": weights.tolist(),
-            "perplexity": ngram_lib.perplexity(weights @ probs),
+            "perplexity": ngram_lib.perplexity(mixture.mix(probs, weights)),
             "valid_log_likelihood": trace[-1],
         },
         "tokens": int(probs.shape[1]),
     }
-    best = weights @ probs
+    best = mixture.mix(probs, weights)
     if buckets is not None:
         per_bucket = mixture.bucket_em_weights(valid_probs, valid_buckets, NUM_BUCKETS)
-        best = np.einsum("tk,kt->t", per_bucket[buckets], probs)
+        best = mixture.mix(probs, per_bucket[buckets])
         report["context_frequency"] = {
             "buckets": "0: unseen context; b >= 1: train count in [2^(b-1), 2^b) (the first n-gram's)",
             "weights": per_bucket.tolist(),

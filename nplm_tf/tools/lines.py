@@ -194,8 +194,8 @@ class LineScorer:
         p_ng = self.ngram.token_probabilities(arrays)
         if self.mode == "ngram":
             return p_ng
-        buckets = mixture_lib.frequency_buckets(self.ngram.context_counts(arrays), len(self.weights))
-        return mixture_lib.mix(network(), p_ng, self.weights[buckets])
+        weights = mixture_lib.context_weights(mixture_lib.pair_table(self.weights), self.ngram.context_counts(arrays))
+        return mixture_lib.mix([network(), p_ng], weights)
 
     def score(self, lines: list[str]) -> list[LineScore]:
         """One `LineScore` per line (a blank line: `</s>` alone)."""

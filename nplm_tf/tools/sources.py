@@ -55,9 +55,12 @@ class Source:
         rows = np.array([[bos if w == NOTHING else w for w in ctx[len(ctx) - c :]] for ctx in contexts])
         return rows.reshape(len(contexts), c)
 
-    def bucket_weights(self, weights: np.ndarray, contexts: list[tuple[int, ...]]) -> np.ndarray:
-        """The weights of each context's frequency bucket (rows of `weights`), by the train count of the n-gram's
-        full context, as `KneserNey.context_counts` files a token (0 when shorter, nearer the line's start)."""
+    def context_weights(self, table: np.ndarray, contexts: list[tuple[int, ...]]) -> np.ndarray:
+        """The members' weights for each context (`mixture.context_weights` of `table`, (buckets, members)), by
+        the train count of the n-gram's full context, as `KneserNey.context_counts` files a token (0 when
+        shorter, nearer the line's start)."""
+        if self.ngram is None or len(table) == 1:
+            return mixture_lib.context_weights(table)
         k = self.ngram.order - 1
         counts = np.zeros(len(contexts))
         for r, context in enumerate(contexts):
@@ -67,7 +70,7 @@ class Source:
             elif len(words) == k:
                 g = self.ngram.context_id(words)
                 counts[r] = self._totals[g] if g >= 0 else 0.0
-        return weights[mixture_lib.frequency_buckets(counts, len(weights))]
+        return mixture_lib.context_weights(table, counts)
 
     def use_ngram(self, ngram) -> None:
         self.ngram, self._totals = ngram, ngram.context_totals()
@@ -124,7 +127,7 @@ class NetworkSource(Source):
         if chosen:
             scorer = lines_lib.LineScorer(path, chosen, "mixture", network=self.network)  # its fit
             self.use_ngram(scorer.ngram)
-            self.weights, self.what = scorer.weights, "a mixture"
+            self.weights, self.what = mixture_lib.pair_table(scorer.weights), "a mixture"
         self.order = max(self.network.order, self.ngram.order if self.ngram is not None else 0)
         self.raw = not normalized
         if self.raw:
@@ -140,8 +143,9 @@ class NetworkSource(Source):
             return list(zip(y, offsets.tolist()))
         p = self.network.distribution(rows)
         if self.ngram is not None:
-            lam = self.bucket_weights(self.weights, contexts)[:, None]
-            p = lam * p + (1 - lam) * ngram_distribution(self.ngram, contexts)
+            p = mixture_lib.mix(
+                [p, ngram_distribution(self.ngram, contexts)], self.context_weights(self.weights, contexts)
+            )
         return [(row, None) for row in p]
 
     def _check_raw(self, path: str) -> None:
@@ -188,11 +192,7 @@ class EnsembleSource(Source):
         """Σ_i λ_i(C) P_i(· | C) for each context."""
         parts = [net.distribution(self.network_rows(net, contexts)) for net in self.members.networks]
         parts += [ngram_distribution(ngram, contexts) for ngram in self.members.ngrams]
-        if len(self.weights) == 1:
-            lam = np.tile(self.weights, (len(contexts), 1))
-        else:
-            lam = self.bucket_weights(self.weights, contexts)
-        return [(row, None) for row in np.einsum("rk,krv->rv", lam, np.stack(parts))]
+        return [(row, None) for row in mixture_lib.mix(parts, self.context_weights(self.weights, contexts))]
 
 
 class ExportSource(Source):
