@@ -36,100 +36,23 @@ carries the ids:
 """
 
 import json
-import os
 
 from absl import flags
 
-from pipelines import app, corpus, per_token, tables, vocabulary
-from pipelines.errors import UserError
+from nplm_tf.tools import compare_flags
+from nplm_tf.tools.compare_flags import check
+from pipelines import app, per_token, tables
 
-BASELINE = flags.DEFINE_string(
-    "baseline",
-    None,
-    "Per-token scores of the baseline (a `--per_token` file, or `query`'s output); comma-separated files or globs "
-    "for several runs of it.",
-    required=True,
-)
-CANDIDATE = flags.DEFINE_string(
-    "candidate",
-    None,
-    "Per-token scores of the candidate, on the same text (one run or several, as --baseline).",
-    required=True,
-)
-BANDS = flags.DEFINE_list(
-    "bands",
-    [],
-    "Also compare within bands of word frequency: the vocabulary ids (most frequent words first) at which one band "
-    "ends and the next begins, increasing; 4000 gives a 4,000-word short list's words and the rest.",
-)
-VOCAB = flags.DEFINE_string(
-    "vocab",
-    None,
-    "With --bands and per-token files: the vocabulary the text was scored with, a vocab.tsv or the model (or "
-    "n-gram) directory holding it (`query`'s output carries each word's id).",
-)
-SAMPLES = flags.DEFINE_integer("samples", 1000, "Bootstrap resamplings of the units.")
-SEED = flags.DEFINE_integer("seed", 0, "Seed of the resampling.")
-FORMAT = flags.DEFINE_enum(
-    "format", None, ["table", "json"], "Output: a table (default on a terminal) or one JSON line (default when piped)."
-)
-
-
-def check():
-    """The flag values, and every file read and matched token by token with the baseline's first."""
-    if SAMPLES.value < 1:
-        raise UserError(f"samples={SAMPLES.value} must be at least 1.")
-    if SEED.value < 0:
-        raise UserError(f"seed={SEED.value} must be >= 0.")
-    edges = band_edges()
-    vocab = read_vocab() if VOCAB.value is not None else None
-    if vocab is not None and edges[-1] >= vocab.size:
-        raise UserError(f"bands={','.join(BANDS.value)} must end below |V| = {vocab.size:,} of {VOCAB.value}.")
-    first, baseline = per_token.read_runs(corpus.expand_files(BASELINE.value, "baseline"), "baseline")
-    _, candidate = per_token.read_runs(corpus.expand_files(CANDIDATE.value, "candidate"), "candidate", first)
-    path, words, kind = first
-    ids = None
-    if edges:
-        if kind == "per-token" and vocab is None:
-            raise UserError(
-                f"--bands with per-token files ({path}) needs --vocab, the vocabulary the text was scored with "
-                "(the model's directory, say)."
-            )
-        if kind == "query" and vocab is not None:
-            raise UserError("--vocab is for per-token files; `query`'s output carries each word's id.")
-        index = {w: i for i, w in enumerate(vocab.words)} if vocab is not None else None
-        ids = per_token.token_ids(words, kind, index, VOCAB.value)
-    return words, baseline, candidate, edges, ids
-
-
-def band_edges() -> list[int]:
-    """--bands as increasing positive ids, or one sentence; --vocab only beside it."""
-    if not BANDS.value:
-        if VOCAB.value is not None:
-            raise UserError("--vocab is read only with --bands; give --bands=4000, say, or leave --vocab out.")
-        return []
-    try:
-        edges = [int(edge) for edge in BANDS.value]
-    except ValueError:
-        raise UserError(f"bands={','.join(BANDS.value)} must be whole numbers (vocabulary ids).") from None
-    if edges[0] < 1 or any(b <= a for a, b in zip(edges, edges[1:])):
-        raise UserError(f"bands={','.join(BANDS.value)} must be positive and increasing.")
-    return edges
-
-
-def read_vocab():
-    path = VOCAB.value
-    if os.path.isdir(path):
-        path = os.path.join(path, "vocab.tsv")
-    return vocabulary.Vocabulary.load(path)
+compare_flags.define()  # this binary's own flags: its --help lists them
+FLAGS = flags.FLAGS
 
 
 def main(argv, checked):
     words, baseline, candidate, edges, ids = checked
-    result = per_token.compare(words, baseline, candidate, SAMPLES.value, SEED.value)
+    result = per_token.compare(words, baseline, candidate, FLAGS.samples, FLAGS.seed)
     if edges:
-        result["bands"] = per_token.by_band(words, ids, baseline, candidate, edges, SAMPLES.value, SEED.value)
-    if (FORMAT.value or ("table" if tables.on_terminal() else "json")) == "json":
+        result["bands"] = per_token.by_band(words, ids, baseline, candidate, edges, FLAGS.samples, FLAGS.seed)
+    if (FLAGS.format or ("table" if tables.on_terminal() else "json")) == "json":
         print(json.dumps(result))
     else:
         print(per_token.summary_table(result))

@@ -23,102 +23,50 @@ spread over validation contexts to show how near.
 """
 
 import json
-import os
 import sys
 
 from absl import flags
 
-from nplm_tf import hardware, run_dir
-from nplm_tf.config import ConfigError
+from nplm_tf import hardware
 from nplm_tf.inference import nplm_format
-from nplm_tf.network import heads, loading
-from nplm_tf.tools import ensemble, model_flags
-from pipelines import app, files
+from nplm_tf.network import loading
+from nplm_tf.tools import export_flags
+from nplm_tf.tools.export_flags import check
+from pipelines import app
 
-MODEL_DIR = app.define_path("model_dir", None, "A directory written by nplm_tf.train.")
-ENSEMBLE = app.define_path(
-    "ensemble",
-    None,
-    "Instead of --model_dir: an ensemble's fit (nplm_tf.evaluate --model_dirs --save_ensemble=FILE), exported as "
-    "one SavedModel to --export_dir.",
-)
-EXPORT_DIR = app.define_path("export_dir", None, "Where to write <version>/saved_model.pb (default: MODEL_DIR/export).")
-VERSION = flags.DEFINE_integer("version", None, "Version subdirectory (default: one above the largest present).")
-MIXTURE = flags.DEFINE_boolean("mixture", True, "Serve the n-gram mixture when MODEL_DIR/mixture.json exists.")
-PRECISION = model_flags.precision_flag("Serve")
-FORMAT = flags.DEFINE_enum(
-    "format",
-    "savedmodel",
-    ["savedmodel", "nplm"],
-    "savedmodel (TensorFlow Serving), or nplm: one text file for the nplm toolkit and Moses's NeuralLM, written "
-    "to --export_dir=FILE.",
-)
-
-
-def check():
-    """The version and that --model_dir holds a trained model, before TensorFlow loads; with --ensemble, the
-    fit read and checked once: (fit, weights, vocabulary), which `main` exports."""
-    if VERSION.value is not None and VERSION.value < 0:
-        raise ConfigError(f"version={VERSION.value} must be a non-negative integer.")
-    if bool(MODEL_DIR.value) == bool(ENSEMBLE.value):
-        raise ConfigError("give one of --model_dir (a trained model) and --ensemble (an ensemble's fit).")
-    if ENSEMBLE.value:
-        if FORMAT.value != "savedmodel" or not EXPORT_DIR.value or MIXTURE.present:
-            raise ConfigError("--ensemble writes a SavedModel to --export_dir (no --format=nplm, no --mixture).")
-        files.check_input_file("ensemble", ENSEMBLE.value)
-        fit, weights = ensemble.read_fit(ENSEMBLE.value)
-        vocab = ensemble.Members.check(fit["model_dirs"], fit["ngram_dirs"])
-        files.check_output_dir("export_dir", EXPORT_DIR.value)
-        return fit, weights, vocab
-    run = run_dir.check_trained(MODEL_DIR.value)
-    if FORMAT.value == "nplm":
-        if not EXPORT_DIR.value:
-            raise ConfigError("--format=nplm needs --export_dir=FILE, the model file to write.")
-        given = [f"--{f.name}" for f in (VERSION, PRECISION) if f.present]
-        if given:
-            raise ConfigError(f"{', '.join(given)} is for SavedModels; leave it out with --format=nplm.")
-        if os.path.exists(EXPORT_DIR.value):
-            raise ConfigError(
-                f"--export_dir={EXPORT_DIR.value} exists; the nplm model is a new file: give another name."
-            )
-        config = run.read_config()
-        why = nplm_format.refusal(config, heads.kind(config))
-        if why:
-            raise ConfigError(f"{MODEL_DIR.value} cannot be written in the nplm format: {why}")
-        files.check_output_file("export_dir", EXPORT_DIR.value)
-        return
-    files.check_output_dir("export_dir", EXPORT_DIR.value or run.export_dir)
+export_flags.define()  # this binary's own flags: its --help lists them
+FLAGS = flags.FLAGS
 
 
 def main(argv, checked):
-    if FORMAT.value == "nplm":
+    if FLAGS.format == "nplm":
         export_nplm()
         return
     app.import_tensorflow_quietly()
     # deferred: TensorFlow loads when this runs, not with the module
     from nplm_tf.serving import saved_model
 
-    if ENSEMBLE.value:
+    if FLAGS.ensemble:
         fit, weights, vocab = checked
-        path = saved_model.export_ensemble(fit, weights, vocab, EXPORT_DIR.value, VERSION.value, PRECISION.value)
+        path = saved_model.export_ensemble(fit, weights, vocab, FLAGS.export_dir, FLAGS.version, FLAGS.precision)
         print(json.dumps({"export": path, "signatures": list(saved_model.SIGNATURES)}))
         return
-    precision = PRECISION.value or loading.SCORING_PRECISION
+    precision = FLAGS.precision or loading.SCORING_PRECISION
     notice = hardware.bfloat16_notice(
         precision, advice="--precision=float32 serves the same weights faster on it", training=False
     )
     if notice:
         print(notice, file=sys.stderr, flush=True)
     path = saved_model.export(
-        MODEL_DIR.value, EXPORT_DIR.value, VERSION.value, MIXTURE.value, precision=PRECISION.value
+        FLAGS.model_dir, FLAGS.export_dir, FLAGS.version, FLAGS.mixture, precision=FLAGS.precision
     )
     print(json.dumps({"export": path, "signatures": list(saved_model.SIGNATURES)}))
 
 
 def export_nplm() -> None:
     """The nplm model file, and how near the network is to self-normalized (what Moses assumes)."""
-    sizes = nplm_format.write(MODEL_DIR.value, EXPORT_DIR.value)
-    stats = nplm_format.log_normalizer_stats(MODEL_DIR.value)
+    sizes = nplm_format.write(FLAGS.model_dir, FLAGS.export_dir)
+    stats = nplm_format.log_normalizer_stats(FLAGS.model_dir)
     print(
         f"ln Z over {stats['contexts']:,} validation contexts: mean {stats['mean']:.3f}, sd {stats['sd']:.3f} "
         "(Moses's NeuralLM scores with the raw outputs, which are log-probabilities where ln Z = 0)",
@@ -130,7 +78,7 @@ def export_nplm() -> None:
             f"{stats['sd']:.2f} nats a word; for Moses, export a self-normalized model (train --loss=nce).",
             file=sys.stderr,
         )
-    print(json.dumps({"export": EXPORT_DIR.value, "format": "nplm", **sizes, "ln_z": stats}))
+    print(json.dumps({"export": FLAGS.export_dir, "format": "nplm", **sizes, "ln_z": stats}))
 
 
 def run():

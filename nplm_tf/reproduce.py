@@ -28,73 +28,12 @@ import time
 
 from absl import flags
 
-from nplm_tf.config import Config
-from pipelines import app, corpus_flags, files
-from pipelines.errors import UserError
+from nplm_tf.experiments import reproduce_flags
+from nplm_tf.experiments.reproduce_flags import settings
+from pipelines import app
 
-OUTPUT = app.define_path("output", None, "Directory for every model and the table.", required=True)
-QUICK = flags.DEFINE_boolean(
-    "quick",
-    False,
-    "A reduced run in minutes: MLP7 and MLP9 only (with --best, every network), one epoch, no train perplexity.",
-)
-BEST = flags.DEFINE_boolean(
-    "best", False, "The best model instead of Table 1: the shipped recipe's networks, their ensemble, and KN5."
-)
-CONFIG_JSON = app.define_path(
-    "config_json",
-    None,
-    "Training settings shared by every network (default: nplm_tf's; with --best, nplm_tf/configs/brown_best.json).",
-)
-EPOCHS = flags.DEFINE_integer("epochs", None, "Epochs per network (default: the config's; 1 with --quick).")
-BUDGET = flags.DEFINE_string(
-    "budget",
-    None,
-    "With --best: the time the run may take (2h, 90m, 45min, 600s): networks train, the most valuable first, "
-    "while the next one fits in what is left (at least one), and the ensemble keeps those trained.",
-)
-SEEDS = flags.DEFINE_list(
-    "seeds",
-    [],
-    "Train each network once per seed (comma-separated; default: the config's seed alone) and report the runs' "
-    "geometric mean, with intervals that resample the runs too.",
-)
-
-
-def settings():
-    """The base config and the corpus, from the flags; checked without TensorFlow (`app.run` calls it first)."""
-    files.check_output_dir("output", OUTPUT.value)
-    corpus = corpus_flags.corpus_from_flags()
-    if CONFIG_JSON.value:
-        base = Config.from_json(CONFIG_JSON.value)
-    elif BEST.value:
-        # deferred: TensorFlow loads when this runs, not with the module
-        from nplm_tf.experiments import best
-
-        base, note = best.recipe(corpus)
-        if note:
-            print(note, flush=True)
-    else:
-        base = Config()
-    epochs = EPOCHS.value if EPOCHS.value is not None else (1 if QUICK.value else base.epochs)
-    base = base.replace(epochs=epochs)  # validated: --epochs=0 is an error, not the default
-    try:
-        seeds = [int(s) for s in SEEDS.value]
-    except ValueError:
-        raise UserError(f"--seeds={','.join(SEEDS.value)} must be comma-separated whole numbers.") from None
-    if len(set(seeds)) != len(seeds):
-        raise UserError(f"--seeds={','.join(SEEDS.value)} names a seed twice.")
-    for seed in seeds:
-        base.replace(seed=seed)  # each in the config's range, or the config's one sentence
-    budget = None
-    if BUDGET.value is not None:
-        if not BEST.value:
-            raise UserError("--budget is for --best (it chooses how many of the recipe's networks train).")
-        # deferred: TensorFlow loads when this runs, not with the module
-        from nplm_tf.experiments import best
-
-        budget = best.budget_seconds(BUDGET.value)
-    return base, seeds, corpus, budget
+reproduce_flags.define()  # this binary's own flags: its --help lists them
+FLAGS = flags.FLAGS
 
 
 def main(argv, checked):
@@ -104,29 +43,29 @@ def main(argv, checked):
     start = time.perf_counter()
     base, seeds, corpus, budget = checked  # from settings()
     command = "python -m nplm_tf.reproduce " + " ".join(sys.argv[1:])
-    if BEST.value:
+    if FLAGS.best:
         # deferred: TensorFlow loads when this runs, not with the module
         from nplm_tf.experiments import best
 
-        result = best.run_recipe(OUTPUT.value, corpus, base, seeds, budget)
-        best.write(OUTPUT.value, result, command)
+        result = best.run_recipe(FLAGS.output, corpus, base, seeds, budget)
+        best.write(FLAGS.output, result, command)
         print(json.dumps({r["name"]: round(r["test"], 2) for r in result["rows"]}))
         return
     ngrams = [
-        table1.ngram_row(OUTPUT.value, corpus, base, spec)
+        table1.ngram_row(FLAGS.output, corpus, base, spec)
         for spec in table1.NGRAMS
-        if not QUICK.value or spec[1] in ("interp3", "kn3", "kn5")
+        if not FLAGS.quick or spec[1] in ("interp3", "kn3", "kn5")
     ]
     rows = []
     for row in table1.ROWS:
-        if QUICK.value and row.name not in table1.QUICK_ROWS:
+        if FLAGS.quick and row.name not in table1.QUICK_ROWS:
             continue
         print(f"{row.name}: n={row.order}, h={row.hidden_dim}, m={row.feature_dim}, direct={row.direct}", flush=True)
         rows += table1.network_rows(
-            OUTPUT.value, corpus, base, row, ngrams[0]["dir"], train_perplexity=not QUICK.value, seeds=seeds
+            FLAGS.output, corpus, base, row, ngrams[0]["dir"], train_perplexity=not FLAGS.quick, seeds=seeds
         )
     table1.write_table(
-        OUTPUT.value,
+        FLAGS.output,
         rows + ngrams,
         command,
         time.perf_counter() - start,

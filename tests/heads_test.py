@@ -80,10 +80,10 @@ READERS = {
     "nplm_tf/network/heads/__init__.py",
     "nplm_tf/network/objectives.py",
     "nplm_tf/config.py",
-    "nplm_tf/train.py",
+    "nplm_tf/tools/train_flags.py",
     "nplm_tf/inference/nplm_format.py",
     "tuning/hypermodel.py",
-    "tuning/search.py",
+    "tuning/search_flags.py",
     "tuning/search_lib.py",
 }
 

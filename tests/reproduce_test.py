@@ -205,31 +205,31 @@ def np_allclose_rows(weights) -> bool:
 
 def test_the_shipped_recipe_is_a_configuration_train_reads():
     from nplm_tf.config import Config
-    from nplm_tf.experiments import best
+    from nplm_tf.experiments import recipe
 
-    shipped = json.load(open(best.CONFIG, encoding="utf-8"))
-    config = Config.from_json(best.CONFIG)  # every key a field, every value in range
+    shipped = json.load(open(recipe.CONFIG, encoding="utf-8"))
+    config = Config.from_json(recipe.CONFIG)  # every key a field, every value in range
     assert {k: getattr(config, k) for k in shipped} == shipped
-    assert os.path.relpath(best.CONFIG, helpers.ROOT) == "nplm_tf/configs/brown_best.json"  # setup.py ships it
+    assert os.path.relpath(recipe.CONFIG, helpers.ROOT) == "nplm_tf/configs/brown_best.json"  # setup.py ships it
 
 
 def test_the_recipe_takes_a_short_list_on_a_large_vocabulary(tmp_path):
     """`reproduce --best` chooses the head by the rule `train` follows (`run_setup.head_for_vocabulary`)."""
     from nplm_tf.config import Config
-    from nplm_tf.experiments import best
+    from nplm_tf.experiments import recipe
     from nplm_tf.training import run_setup
     from nplm_tf.training.data import LARGE_VOCABULARY
     from pipelines import corpus as corpus_lib
 
-    shipped = Config.from_json(best.CONFIG)
+    shipped = Config.from_json(recipe.CONFIG)
 
     def corpus(types: int) -> corpus_lib.Corpus:  # the recipe's n = 13 needs lines of 13 words or more
         return corpus_lib.files_corpus(*helpers.vocabulary_files(tmp_path, types, shipped.min_count, 20).values())
 
-    config, note = best.recipe(corpus(LARGE_VOCABULARY - 2))
+    config, note = recipe.recipe(corpus(LARGE_VOCABULARY - 2))
     assert config.shortlist == run_setup.LARGE_VOCABULARY_SHORTLIST and "short list of the 4,000" in note
     assert config.replace(shortlist=0) == shipped
-    assert best.recipe(corpus(LARGE_VOCABULARY - 3)) == (shipped, None)
+    assert recipe.recipe(corpus(LARGE_VOCABULARY - 3)) == (shipped, None)
 
 
 def test_a_budget_trains_the_most_valuable_networks_that_fit(tmp_path):
@@ -249,15 +249,33 @@ def test_a_budget_trains_the_most_valuable_networks_that_fit(tmp_path):
     assert "the ensemble keeps the 1 trained" in result.stdout and "budget: 0 of 0 minutes used" in result.stdout
 
 
-def test_the_budget_reads_a_time_with_its_unit_and_stops_before_a_network_that_would_not_fit():
-    from nplm_tf.experiments import best
+def test_the_recipe_refuses_a_bad_corpus_or_budget_before_tensorflow_loads(tmp_path):
+    """`reproduce --best` reads the recipe and the corpus in its flag checks: one sentence, nothing written, and
+    TensorFlow never imported (its start-up lines once printed before the sentence)."""
+    paths = helpers.tiny_corpus_files(tmp_path, train=50, valid=10, test=10)
+    empty = tmp_path / "empty.txt"
+    empty.write_text("")
+    no_tf = helpers.without_tensorflow(tmp_path)
+    out = tmp_path / "best"
+    flags = helpers.files_flags(paths)
+    for given, message in (
+        (["--corpus=files", f"--train_files={empty}", *flags[2:]], "empty"),
+        (["--budget=2d", *flags], "--budget=2d must be a positive time with its unit"),
+    ):
+        result = helpers.run_binary("nplm_tf.reproduce", "--best", f"--output={out}", *given, env=no_tf)
+        helpers.assert_one_sentence(result, message)
+        assert not out.exists()
 
-    assert [best.budget_seconds(t) for t in ("2h", "90m", "45min", "600s", "1.5h", None)] == [
+
+def test_the_budget_reads_a_time_with_its_unit_and_stops_before_a_network_that_would_not_fit():
+    from nplm_tf.experiments import best, recipe
+
+    assert [recipe.budget_seconds(t) for t in ("2h", "90m", "45min", "600s", "1.5h", None)] == [
         7200.0, 5400.0, 2700.0, 600.0, 5400.0, None
     ]  # fmt: skip
     for bad in ("90", "2d", "-1h", "0m", "infh", "h", "nanh"):
         with pytest.raises(UserError, match="must be a positive time with its unit"):
-            best.budget_seconds(bad)
+            recipe.budget_seconds(bad)
     trained = {"name": "a", "seconds_here": 600.0, "train_seconds": 590.0}
     found = {"name": "b", "seconds_here": 2.0, "train_seconds": 700.0}  # finished on disk: only read
     assert best.within_budget([], 0.0, 1.0) is None  # at least one network trains

@@ -17,104 +17,18 @@ import os
 
 from absl import flags
 
-from nplm_tf.config import Config, ConfigError
+from nplm_tf.config import ConfigError
 from nplm_tf.training import strategies
-from nplm_tf.training.data import prepare_vocabulary
-from pipelines import app, corpus_flags, files
+from pipelines import app
+from tuning import search_flags
+from tuning.search_flags import check_flags
 
-TUNER = flags.DEFINE_enum("tuner", "random", ["random", "hyperband", "bayesian"], "keras-tuner algorithm.")
-MAX_TRIALS = flags.DEFINE_integer(
-    "max_trials", 12, "Trials to run (random, bayesian; hyperband's are set by its brackets)."
-)
-EPOCHS = flags.DEFINE_integer(
-    "epochs_per_trial",
-    2,
-    "Training epochs per trial (hyperband: the most for one configuration, which sets how many it tries: 2 for 2, "
-    "9 for 17).",
-)
-OUTPUT_DIR = app.define_path(
-    "output_dir", None, "Directory for the search state, trial runs and results.", required=True
-)
-CONFIG_JSON = app.define_path("config_json", None, "Settings that are not searched (default: nplm_tf's defaults).")
-TUNE_ORDER = flags.DEFINE_boolean("tune_order", False, "Also search n in {3, 4, 5, 6}.")
-TUNE_DIRECT = flags.DEFINE_boolean("tune_direct", False, "Also search the direct connections W.")
-TUNE_SHORTLIST = flags.DEFINE_boolean(
-    "tune_shortlist",
-    False,
-    "Also search the short list's size N in {0 (full softmax), 2000, 4000, 8000}, below |V|; the lists use the "
-    "tail of --config_json (a config of N > 0 may set one; class by default).",
-)
-TUNE_LEARNING_RATE = flags.DEFINE_boolean(
-    "tune_learning_rate",
-    False,
-    "Also search the learning rate ε_0 in {0.5, 1, 2, 4} × the config's (Adam's default 1e-3: 5e-4 to 4e-3).",
-)
-NUM_CPU_DEVICES = flags.DEFINE_integer(
-    "num_cpu_devices",
-    1,
-    "Logical CPU devices: MirroredStrategy's replicas when no GPU. One replica uses the whole CPU; two on 2 cores "
-    "train slower (benchmarks/README.md).",
-)
-SEED = flags.DEFINE_integer("seed", 1, "Seed of the tuner's sampling.")
-REPORT_ONLY = flags.DEFINE_boolean(
-    "report_only", False, "Write the result files from the trials finished so far; run none."
-)
-
-
-def check_cluster_env(environ=os.environ) -> None:
-    """The distributed search's environment (keras-tuner reads it per trial, failing with a traceback): with
-    KERASTUNER_ORACLE_IP set, KERASTUNER_ORACLE_PORT a port and KERASTUNER_TUNER_ID a name; none set: one process."""
-    if "KERASTUNER_ORACLE_IP" not in environ:
-        if "KERASTUNER_ORACLE_PORT" in environ:
-            raise ConfigError("KERASTUNER_ORACLE_PORT is set without KERASTUNER_ORACLE_IP, the chief's address.")
-        return
-    port = environ.get("KERASTUNER_ORACLE_PORT", "")
-    if not (port.isdigit() and 0 < int(port) < 65536):
-        raise ConfigError(f"KERASTUNER_ORACLE_PORT={port!r} must be the chief's port, an integer in [1, 65535].")
-    if not environ.get("KERASTUNER_ORACLE_IP") or not environ.get("KERASTUNER_TUNER_ID"):
-        raise ConfigError(
-            "a distributed search needs KERASTUNER_ORACLE_IP (the chief's address) and KERASTUNER_TUNER_ID "
-            "(chief on the chief, tuner0, tuner1, ... on the workers)."
-        )
-
-
-def check_tuner(kind: str) -> None:
-    """The Bayesian tuner's Gaussian process comes from scikit-learn and scipy (keras-tuner's `bayesian` extra,
-    which setup.py installs): without them keras-tuner failed with a traceback once the data had been read."""
-    if kind != "bayesian":
-        return
-    try:
-        import scipy.optimize  # noqa: F401
-        import sklearn.gaussian_process  # noqa: F401
-    except ImportError as e:
-        raise ConfigError(
-            f"--tuner=bayesian needs scikit-learn and scipy, and {e.name or 'one of them'} did not import: "
-            "pip install 'keras-tuner[bayesian]==1.4.8'."
-        ) from None
-
-
-def check_flags():
-    """The base config, the corpus and its vocabulary, once the flag values and the data are checked, without
-    TensorFlow (`app.run` calls it first)."""
-    strategies.check_cpu_devices(NUM_CPU_DEVICES.value)
-    check_cluster_env()
-    check_tuner(TUNER.value)
-    files.check_output_dir("output_dir", OUTPUT_DIR.value)
-    if MAX_TRIALS.value < 1 or EPOCHS.value < 1:
-        raise ConfigError(f"max_trials={MAX_TRIALS.value} and epochs_per_trial={EPOCHS.value} must be at least 1.")
-    base = Config.from_json(CONFIG_JSON.value) if CONFIG_JSON.value else Config()
-    strategies.check_local_sgd(base.sync_every, multi_worker=False)  # trials train in one process each
-    if TUNE_SHORTLIST.value and base.loss != "softmax":  # its trials of N > 0 would all fail
-        raise ConfigError(
-            f"--tune_shortlist searches short lists, which train with the softmax, but the config's "
-            f"loss={base.loss!r} trains the full vocabulary by sampling; drop one of the two."
-        )
-    corpus = corpus_flags.corpus_from_flags()
-    return base, corpus, prepare_vocabulary(base, corpus)  # the data checked before TensorFlow loads too
+search_flags.define()  # this binary's own flags: its --help lists them
+FLAGS = flags.FLAGS
 
 
 def main(argv, checked):
-    strategies.split_cpu(NUM_CPU_DEVICES.value)
+    strategies.split_cpu(FLAGS.num_cpu_devices)
     # deferred: TensorFlow and keras-tuner loads when this runs, not with the module
     from keras_tuner.src.distribute import utils as dist_utils
 
@@ -122,34 +36,34 @@ def main(argv, checked):
     from tuning import search_lib
 
     base, corpus, vocab = checked
-    strategy = strategies.make_strategy("mirrored", NUM_CPU_DEVICES.value)  # the CPU split's replicas, or the GPUs
+    strategy = strategies.make_strategy("mirrored", FLAGS.num_cpu_devices)  # the CPU split's replicas, or the GPUs
     strategies.check_batch_split(base.batch_size, strategy.num_replicas_in_sync)  # every trial trains under it
-    os.makedirs(OUTPUT_DIR.value, exist_ok=True)  # once the data and the batch are checked
+    os.makedirs(FLAGS.output_dir, exist_ok=True)  # once the data and the batch are checked
     hypermodel = hypermodel_lib.NPLMHyperModel(
         base,
         corpus,
         vocab.size,
-        OUTPUT_DIR.value,
-        tune_order=TUNE_ORDER.value,
-        tune_direct=TUNE_DIRECT.value,
-        tune_shortlist=TUNE_SHORTLIST.value,
-        tune_learning_rate=TUNE_LEARNING_RATE.value,
+        FLAGS.output_dir,
+        tune_order=FLAGS.tune_order,
+        tune_direct=FLAGS.tune_direct,
+        tune_shortlist=FLAGS.tune_shortlist,
+        tune_learning_rate=FLAGS.tune_learning_rate,
         counts=vocab.counts,
     )
     holds_oracle = not dist_utils.has_chief_oracle() or dist_utils.is_chief_oracle()
     mended = search_lib.mend_cut_short_state(
-        OUTPUT_DIR.value, os.environ.get("KERASTUNER_TUNER_ID", "tuner0"), holds_oracle, REPORT_ONLY.value
+        FLAGS.output_dir, os.environ.get("KERASTUNER_TUNER_ID", "tuner0"), holds_oracle, FLAGS.report_only
     )
     if mended:
         print(mended, flush=True)
     tuner = search_lib.make_tuner(
-        TUNER.value, hypermodel, OUTPUT_DIR.value, MAX_TRIALS.value, EPOCHS.value, strategy, SEED.value
+        FLAGS.tuner, hypermodel, FLAGS.output_dir, FLAGS.max_trials, FLAGS.epochs_per_trial, strategy, FLAGS.seed
     )
-    if not REPORT_ONLY.value:
-        if TUNER.value == "hyperband":
-            print(search_lib.hyperband_note(EPOCHS.value), flush=True)
+    if not FLAGS.report_only:
+        if FLAGS.tuner == "hyperband":
+            print(search_lib.hyperband_note(FLAGS.epochs_per_trial), flush=True)
         try:  # never inside strategy.scope(): keras-tuner enters it per trial
-            tuner.search(epochs=EPOCHS.value, verbose=0)
+            tuner.search(epochs=FLAGS.epochs_per_trial, verbose=0)
         except RuntimeError as e:
             # keras-tuner's stop: "Number of consecutive failures exceeded the limit of 3.\n<the last traceback>"
             if not str(e).startswith("Number of consecutive failures"):
@@ -165,7 +79,7 @@ def main(argv, checked):
         print(json.dumps({"role": os.environ["KERASTUNER_TUNER_ID"], "best_trial": best[0].trial_id if best else None}))
         return
     rows = search_lib.trial_rows(tuner, base)
-    summary = search_lib.write_results(OUTPUT_DIR.value, rows, base, TUNER.value)
+    summary = search_lib.write_results(FLAGS.output_dir, rows, base, FLAGS.tuner)
     print(
         json.dumps(
             {"role": os.environ.get("KERASTUNER_TUNER_ID", "single"), "best_trial": summary["best"]["trial"], **summary}

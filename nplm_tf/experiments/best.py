@@ -25,12 +25,8 @@ import numpy as np
 from nplm_tf.config import Config
 from nplm_tf.experiments import table1
 from nplm_tf.tools import ensemble
-from nplm_tf.training import run_setup
 from pipelines import corpus as corpus_lib
 from pipelines import files, per_token
-from pipelines.errors import UserError
-
-CONFIG = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "configs", "brown_best.json")
 
 # The ensemble's networks: a name and the fields that differ from the recipe's configuration. Each sees a
 # context of another length (the recipe's n is 13), so they err differently; alone, each longer context did
@@ -134,29 +130,6 @@ def remaining(networks: list[dict], left: int) -> str:
     last = networks[-1]
     took = f"{last['name']} took {last['seconds_here'] / 60:.1f} minutes"
     return f"{took}; {left} to go, about {minutes:.0f} minutes more\n"
-
-
-def recipe(corpus: corpus_lib.Corpus) -> tuple[Config, str | None]:
-    """The recipe's configuration for `corpus` (`CONFIG`), with the head `train` gives a new run on it
-    (`run_setup.head_for_vocabulary`: from 20,000 words a short list, whose epoch costs a fraction of the full
-    softmax's there), and the sentence that says so, or None."""
-    return run_setup.head_for_vocabulary(Config.from_json(CONFIG), corpus)
-
-
-def budget_seconds(text: str | None) -> float | None:
-    """--budget in seconds: a positive number and a unit, h, m, min or s (2h, 90m, 1.5h), or None."""
-    if text is None:
-        return None
-    units = {"h": 3600.0, "m": 60.0, "min": 60.0, "s": 1.0}
-    number = text.strip().rstrip("hmins")
-    unit = text.strip()[len(number) :]
-    try:
-        seconds = float(number) * units[unit]
-    except (KeyError, ValueError):
-        seconds = 0.0
-    if not seconds > 0 or seconds == float("inf"):
-        raise UserError(f"--budget={text} must be a positive time with its unit: 2h, 90m or 600s.")
-    return seconds
 
 
 def within_budget(networks: list[dict], used: float, budget: float | None) -> str | None:
