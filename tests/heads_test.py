@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 from nplm_tf import config as config_lib
+from nplm_tf import engines
 from nplm_tf.network import heads
 from tests import helpers
 
@@ -25,7 +26,7 @@ def test_every_head_sizes_its_outputs_and_starts_from_the_unigram_model(name):
     if name == "backoff":  # the list's own distribution
         frequency = frequency[:N] / frequency[:N].sum()
     elif name == "sigmoid":
-        p = head.np_network_probs(bias[None, :])[0]
+        p = head.network_probs(bias[None, :], engines.NUMPY)[0]
         np.testing.assert_allclose(p[:N], frequency[:N], rtol=1e-5)
         np.testing.assert_allclose(p[N], frequency[N:].sum(), rtol=1e-5)
         return

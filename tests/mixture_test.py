@@ -1,7 +1,8 @@
 import numpy as np
 import pytest
 
-from nplm_tf.baselines import engines, mixture
+from nplm_tf import engines
+from nplm_tf.baselines import mixture
 
 
 def random_probs(seed, n=2000):

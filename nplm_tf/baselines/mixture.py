@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from nplm_tf.baselines import engines
+from nplm_tf import engines
 
 EM_ITERATIONS = 100
 

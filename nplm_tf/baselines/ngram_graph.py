@@ -14,7 +14,8 @@ from __future__ import annotations
 import numpy as np
 import tensorflow as tf
 
-from nplm_tf.baselines import engines, interpolated, mixture
+from nplm_tf import engines
+from nplm_tf.baselines import interpolated, mixture
 from nplm_tf.baselines import kneser_ney as kn
 
 NONE = -1  # "absent": an n-gram id, or a query that cannot match

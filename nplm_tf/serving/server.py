@@ -13,7 +13,8 @@ from __future__ import annotations
 import tensorflow as tf
 
 from nplm_tf import config as config_lib
-from nplm_tf.baselines import engines, mixture
+from nplm_tf import engines
+from nplm_tf.baselines import mixture
 from nplm_tf.network import heads
 from nplm_tf.serving import network as network_lib
 from nplm_tf.serving import sampling

@@ -2,9 +2,12 @@
 
 A head turns the network's output layer into P(w | C) over the whole vocabulary: it owns its output width and
 initial biases, the loss it is trained on, the exact ln P of given targets, the full distribution (mixtures),
-the top k over the vocabulary and sampling, both in TensorFlow graphs (training, evaluation, the SavedModel)
-and in NumPy (`inference.network`, which runs without TensorFlow). Its graph methods read the output layer
-through `Outputs`, which computes only the output rows they ask for.
+the top k over the vocabulary and sampling. `log_prob` and `distribution` are written once for both engines
+(`nplm_tf.engines`: TensorFlow's graphs in training, evaluation and the SavedModel; NumPy's in
+`inference.network`, which runs without TensorFlow), and the NumPy path's `np_` methods call them with
+`engines.NUMPY`; a short list's n-gram tail adds the n-gram model's own tables, one per engine. Top k and
+sampling serve the SavedModel only, in TensorFlow. The methods read the output layer through `Outputs`, which
+computes only the output rows they ask for.
 
 A head module imports no TensorFlow: `tf` here loads it on first use, so the NumPy path of a head never does.
 Contexts are (batch, c) int ids, oldest first, `<s>`-padded (id |V|).
@@ -15,6 +18,8 @@ from __future__ import annotations
 import importlib
 
 import numpy as np
+
+from nplm_tf import engines
 
 
 class _TensorFlow:
@@ -133,12 +138,12 @@ class Head:
     def prepare_serving(self) -> None:
         """Builds what `top_k` and `sample` read (eagerly, before a serving graph is traced)."""
 
-    def log_prob(self, outputs: Outputs, context, target):
-        """ln P(target | context), (batch,) float64."""
+    def log_prob(self, outputs: Outputs, context, target, engine=engines.TENSORFLOW):
+        """ln P(target | context), (batch,) float64, in either engine (`nplm_tf.engines`)."""
         raise NotImplementedError
 
-    def distribution(self, outputs: Outputs, context):
-        """P(· | context) over all |V| words, (batch, |V|) float64."""
+    def distribution(self, outputs: Outputs, context, engine=engines.TENSORFLOW):
+        """P(· | context) over all |V| words, (batch, |V|) float64, in either engine."""
         raise NotImplementedError
 
     def top_k(self, outputs: Outputs, context, k):
@@ -165,8 +170,9 @@ class Head:
         return self.np_finish(self.np_network_log_probs(outputs, target), target, arrays)
 
     def np_network_log_probs(self, outputs: Outputs, target: np.ndarray) -> np.ndarray:
-        """The network's part of `np_log_probs`, row by row (so it may run on chunks of the tokens)."""
-        raise NotImplementedError
+        """The network's part of `np_log_probs`, row by row (so it may run on chunks of the tokens): `log_prob`
+        in NumPy, where the network's outputs are the whole of it."""
+        return self.log_prob(outputs, None, target, engines.NUMPY)
 
     def np_finish(self, ln_nn: np.ndarray, target: np.ndarray, arrays=None) -> np.ndarray:
         """`np_log_probs` from the network's part of every token (a tail n-gram's part reads them all)."""
@@ -174,7 +180,7 @@ class Head:
 
     def np_distribution(self, outputs: Outputs, context: np.ndarray) -> np.ndarray:
         """`distribution` in NumPy, (rows, |V|) float64."""
-        raise NotImplementedError
+        return self.distribution(outputs, context, engines.NUMPY)
 
     def np_unnormalized(self, outputs: Outputs):
         """(y (rows, |V|) float32, ln Z (rows,) float64) when ln P(w | C) = y_w − ln Z (the full softmax),

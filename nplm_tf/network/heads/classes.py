@@ -18,7 +18,8 @@ import math
 
 import numpy as np
 
-from nplm_tf.network.heads import base, np_ops
+from nplm_tf import engines
+from nplm_tf.network.heads import base
 from nplm_tf.network.heads.base import tf
 
 
@@ -64,12 +65,12 @@ class ClassSoftmax(base.Head):
         within = np.log(counts / np.repeat(totals, self.size)[: self.vocab_size])
         return np.append(base.log_frequencies(totals), within).astype(np.float32)
 
-    def _window(self, target):
+    def _window(self, target, engine=engines.TENSORFLOW):
         """(the target's class, its place in it, the class's word ids (rows, S) clipped to |V| − 1, which of
-        them are words)."""
+        them are words); `target` int64 in `engine`'s arrays."""
         cls = target // self.size
-        ids = cls[:, None] * self.size + tf.range(self.size, dtype=target.dtype)[None, :]
-        return cls, target - cls * self.size, tf.minimum(ids, self.vocab_size - 1), ids < self.vocab_size
+        ids = cls[:, None] * self.size + engine.arange(self.size)[None, :]
+        return cls, target - cls * self.size, engine.minimum(ids, self.vocab_size - 1), ids < self.vocab_size
 
     # ----------------------------------------------------------------------- training --
 
@@ -89,7 +90,7 @@ class ClassSoftmax(base.Head):
         z, rows, regularization = layer.output_inputs(context, training=True)  # (B, D), [(C + |V|, ·)] float32
         output = rows[0] if len(rows) == 1 else tf.concat(rows, axis=1)
         class_rows, word_rows, square_sum = ops.split_rows(output, c)
-        target = tf.cast(tf.reshape(target, [-1]), tf.int32)
+        target = tf.cast(tf.reshape(target, [-1]), tf.int64)
         cls, place, ids, real = self._window(target)
         nll = ops.token_nll(cls, equation.row_logits(z, class_rows, layer.b[:c]))
         weights = tf.gather(word_rows, ids)  # (B, S, D)
@@ -100,42 +101,18 @@ class ClassSoftmax(base.Head):
 
     # ------------------------------------------------------------------------ graphs --
 
-    def log_prob(self, outputs, context, target):
-        # deferred: TensorFlow loads when this runs, not with the module
-        from nplm_tf.network.heads import ops
-
+    def log_prob(self, outputs, context, target, engine=engines.TENSORFLOW):
         logits = base.as_outputs(outputs).logits()
-        target = tf.cast(target, tf.int64)
-        cls, place, ids, real = self._window(target)
-        ln_class = ops.log_softmax_at(logits[:, : self.classes], cls)
-        words = tf.gather(logits[:, self.classes :], ids, batch_dims=1)
-        words = tf.where(real, words, tf.constant(-np.inf, words.dtype))
-        return tf.cast(ln_class, tf.float64) + tf.cast(ops.log_softmax_at(words, place), tf.float64)
+        cls, place, ids, real = self._window(engine.int64(target), engine)
+        ln_class = engine.log_softmax_at(logits[:, : self.classes], cls)
+        words = engine.where(real, engine.take_along_rows(logits[:, self.classes :], ids), -np.inf)
+        return engine.to64(ln_class) + engine.to64(engine.log_softmax_at(words, place))
 
-    def distribution(self, outputs, context):
+    def distribution(self, outputs, context, engine=engines.TENSORFLOW):
         """P(c | C) · P(w | c, C) over every word, from the class softmax and one softmax per class's block."""
-        y = tf.cast(base.as_outputs(outputs).logits(), tf.float64)
+        y = engine.to64(base.as_outputs(outputs).logits())
         c, missing = self.classes, self.classes * self.size - self.vocab_size
-        words = tf.pad(y[:, c:], [[0, 0], [0, missing]], constant_values=-np.inf)
-        blocks = tf.nn.softmax(tf.reshape(words, [-1, c, self.size])) * tf.nn.softmax(y[:, :c])[:, :, None]
-        return tf.reshape(blocks, [-1, c * self.size])[:, : self.vocab_size]
-
-    # ------------------------------------------------------------------------ NumPy --
-
-    def np_network_log_probs(self, outputs, target):
-        logits = base.as_outputs(outputs).logits()
-        cls = target // self.size
-        rows = np.arange(len(target))
-        ln_class = np_ops.log_softmax_at(logits[:, : self.classes], cls)
-        ids = cls[:, None] * self.size + np.arange(self.size)[None, :]
-        words = logits[rows[:, None], self.classes + np.minimum(ids, self.vocab_size - 1)]
-        words[ids >= self.vocab_size] = -np.inf
-        return ln_class + np_ops.log_softmax_at(words, target - cls * self.size)
-
-    def np_distribution(self, outputs, context):
-        logits = base.as_outputs(outputs).logits()
-        c, missing = self.classes, self.classes * self.size - self.vocab_size
-        words = np.pad(logits[:, c:], [(0, 0), (0, missing)], constant_values=-np.inf)
-        blocks = np_ops.softmax(words.reshape(-1, self.size)).reshape(len(logits), c, self.size)
-        blocks *= np_ops.softmax(logits[:, :c])[:, :, None]
-        return blocks.reshape(len(logits), -1)[:, : self.vocab_size]
+        words = engine.pad_columns(y[:, c:], missing, -np.inf)
+        within = engine.reshape(engine.softmax(engine.reshape(words, [-1, self.size])), [-1, c, self.size])
+        blocks = within * engine.softmax(y[:, :c])[:, :, None]
+        return engine.reshape(blocks, [-1, c * self.size])[:, : self.vocab_size]

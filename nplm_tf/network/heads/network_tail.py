@@ -19,7 +19,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from nplm_tf.network.heads import base, np_ops
+from nplm_tf import engines
+from nplm_tf.network.heads import base
 from nplm_tf.network.heads.base import tf
 
 # How far float32's rounding may lift a tail word's computed ln P above ln P_head(tail | C) (a few ulps of
@@ -78,28 +79,22 @@ class NetworkTail(base.Head):
 
     # ----------------------------------------------------------------------- graphs --
 
-    def log_prob(self, outputs, context, target):
+    def log_prob(self, outputs, context, target, engine=engines.TENSORFLOW):
         """ln P(target | context), computing the tail's outputs only for the rows whose target is in the tail:
         a batch's output layer costs N + 1 rows plus its tail targets' share of |V| − N, as in training."""
         outputs = base.as_outputs(outputs)
-        # deferred: TensorFlow loads when this runs, not with the module
-        from nplm_tf.network.heads import ops
-
-        n = self.list_size
-        target = tf.cast(target, tf.int64)
-        ln_head = ops.log_softmax_at(outputs.logits(0, n + 1), tf.minimum(target, n))
-        in_tail = tf.where(target >= n)[:, 0]  # (T,)
+        n, target = self.list_size, engine.int64(target)
+        ln_head = engine.log_softmax_at(outputs.logits(0, n + 1), engine.minimum(target, n))
+        in_tail = engine.nonzero(target >= n)
         tail_logits = outputs.rows(in_tail).logits(n + 1, None)
-        ln_tail = ops.log_softmax_at(tail_logits, tf.gather(target, in_tail) - n)
-        ln = ln_head + tf.scatter_nd(in_tail[:, None], ln_tail, tf.shape(ln_head, out_type=tf.int64))
-        return tf.cast(ln, tf.float64)
+        ln_tail = engine.log_softmax_at(tail_logits, engine.gather(target, in_tail) - n)
+        return engine.to64(engine.add_at(ln_head, in_tail, ln_tail))
 
-    def distribution(self, outputs, context):
-        outputs = base.as_outputs(outputs)
+    def distribution(self, outputs, context, engine=engines.TENSORFLOW):
+        logits = engine.to64(base.as_outputs(outputs).logits())
         n = self.list_size
-        logits = tf.cast(outputs.logits(), tf.float64)
-        head = tf.nn.softmax(logits[:, : n + 1])
-        return tf.concat([head[:, :n], head[:, n : n + 1] * tf.nn.softmax(logits[:, n + 1 :])], axis=1)
+        head = engine.softmax(logits[:, : n + 1])
+        return engine.concat([head[:, :n], head[:, n : n + 1] * engine.softmax(logits[:, n + 1 :])], axis=1)
 
     def top_k(self, outputs, context, k):
         """`distribution`'s top k without building it (a float64 (batch, |V|) softmax costs more than the
@@ -151,21 +146,3 @@ class NetworkTail(base.Head):
         seed_tail = tf.random.experimental.stateless_fold_in(seed, 1)
         tail_word = n + tf.random.stateless_categorical(tail_logits, 1, seed=seed_tail)[:, 0]
         return tf.tensor_scatter_nd_update(pick, rows[:, None], tail_word)
-
-    # ------------------------------------------------------------------------ NumPy --
-
-    def np_network_log_probs(self, outputs, target):
-        outputs = base.as_outputs(outputs)
-        n = self.list_size
-        ln = np_ops.log_softmax_at(outputs.logits(0, n + 1), np.minimum(target, n))
-        rows = np.flatnonzero(target >= n)
-        if rows.size:
-            ln[rows] += np_ops.log_softmax_at(outputs.rows(rows).logits(n + 1, None), target[rows] - n)
-        return ln
-
-    def np_distribution(self, outputs, context):
-        outputs = base.as_outputs(outputs)
-        n = self.list_size
-        logits = outputs.logits()
-        head = np_ops.softmax(logits[:, : n + 1])
-        return np.concatenate([head[:, :n], head[:, n : n + 1] * np_ops.softmax(logits[:, n + 1 :])], axis=1)

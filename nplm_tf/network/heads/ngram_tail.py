@@ -17,8 +17,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from nplm_tf import engines
 from nplm_tf.baselines import kn_short_list
-from nplm_tf.network.heads import base, np_ops
+from nplm_tf.network.heads import base
 from nplm_tf.network.heads.base import tf
 
 
@@ -42,22 +43,39 @@ class NgramTail(base.Head):
     def output_size(self) -> int:
         return self.list_size + 1 if self.tail_output else self.list_size
 
-    # ------------------------------------------------------- the network's own q, graphs --
+    # -------------------------------------------- the network's own q and the tail, either engine --
 
-    def network_probs(self, logits):
-        """q over the outputs, (batch, outputs) float64 (float32's softmax, then cast)."""
-        return tf.cast(tf.nn.softmax(logits), tf.float64)
+    def network_probs(self, logits, engine=engines.TENSORFLOW):
+        """q over the outputs, (batch, outputs) float64."""
+        return engine.to64(engine.softmax(logits))
 
     def network_log_probs(self, logits):
-        """ln q over the outputs, (batch, outputs) float64, computed in float64 (sampling)."""
+        """ln q over the outputs, (batch, outputs) float64, computed in float64 (sampling, TensorFlow)."""
         return tf.nn.log_softmax(tf.cast(logits, tf.float64))
 
-    def network_log_prob_at(self, logits, column):
+    def network_log_prob_at(self, logits, column, engine=engines.TENSORFLOW):
         """ln q(column) per row, (batch,) float64."""
-        # deferred: TensorFlow loads when this runs, not with the module
-        from nplm_tf.network.heads import ops
+        return engine.to64(engine.log_softmax_at(logits, column))
 
-        return tf.cast(ops.log_softmax_at(logits, column), tf.float64)
+    def column_of(self, target, engine=engines.TENSORFLOW):
+        """The output whose q a target's ln P reads: its own in the list; in the tail, the tail output (the
+        back-off tail: any, output 0, whose value is not used)."""
+        return engine.where(target < self.list_size, target, self.list_size if self.tail_output else 0)
+
+    def combine_log(self, ln_nn, ln_ng, mass, in_list, engine=engines.TENSORFLOW):
+        """ln P(target | C) from ln q(target's column), ln P_ng(target | C) and the n-gram's list mass m(C)
+        (the module's docstring)."""
+        if self.tail_output:
+            return engine.where(in_list, ln_nn, ln_nn + ln_ng - engine.log1p(-mass))
+        return engine.where(in_list, ln_nn + engine.log(mass), ln_ng)
+
+    def list_and_tail_scale(self, p_nn, mass, engine=engines.TENSORFLOW):
+        """(P(i | C) of the list words (batch, N), and the factor (batch,) that turns a tail word's P_ng into
+        its P(i | C)), from q (batch, N [+ 1]) and m(C), both float64."""
+        n = self.list_size
+        if self.tail_output:
+            return p_nn[:, :n], p_nn[:, n] / (1.0 - mass)
+        return p_nn * mass[:, None], engine.ones_like(mass)
 
     # ----------------------------------------------------------------------- graphs --
 
@@ -74,10 +92,11 @@ class NgramTail(base.Head):
     def prepare_serving(self) -> None:
         self.graph_state().rank_tail()
 
-    def log_prob(self, outputs, context, target):
+    def log_prob(self, outputs, context, target, engine=engines.TENSORFLOW):
+        """In TensorFlow, from the n-gram's tables in the graph; NumPy's reads the model (`np_log_probs`)."""
         return self.graph_state().log_prob(base.logits_of(outputs), context, target)
 
-    def distribution(self, outputs, context):
+    def distribution(self, outputs, context, engine=engines.TENSORFLOW):
         return self.graph_state().distribution(base.logits_of(outputs), context)
 
     def top_k(self, outputs, context, k):
@@ -91,12 +110,6 @@ class NgramTail(base.Head):
 
     # ------------------------------------------------------------------------ NumPy --
 
-    def np_network_probs(self, logits: np.ndarray) -> np.ndarray:
-        return np_ops.softmax(logits)
-
-    def np_network_log_prob_at(self, logits: np.ndarray, column: np.ndarray) -> np.ndarray:
-        return np_ops.log_softmax_at(logits, column)
-
     def _list_mass(self, arrays) -> np.ndarray:
         if self._masses is None:
             base_mass, deltas, _ = kn_short_list.short_list_tables(self.ngram, self.list_size)
@@ -104,27 +117,18 @@ class NgramTail(base.Head):
         return kn_short_list.token_list_masses(self.ngram, arrays, *self._masses)
 
     def np_network_log_probs(self, outputs, target):
-        """ln q of each target's output (a tail word's: the tail output, or any for the back-off tail)."""
-        n = self.list_size
-        column = np.where(target < n, target, n) if self.tail_output else np.minimum(target, n - 1)
-        return self.np_network_log_prob_at(outputs.logits(), column)
+        """ln q of each target's output (`column_of`)."""
+        return self.network_log_prob_at(outputs.logits(), self.column_of(target, engines.NUMPY), engines.NUMPY)
 
     def np_finish(self, ln_nn, target, arrays=None):
-        in_list = target < self.list_size
-        mass = self._list_mass(arrays)
         ln_ng = np.log(self.ngram.token_probabilities(arrays))
-        if self.tail_output:
-            return np.where(in_list, ln_nn, ln_nn + ln_ng - np.log1p(-mass))
-        return np.where(in_list, ln_nn + np.log(mass), ln_ng)
+        return self.combine_log(ln_nn, ln_ng, self._list_mass(arrays), target < self.list_size, engines.NUMPY)
 
     def np_distribution(self, outputs, context):
-        n = self.list_size
-        p_nn = self.np_network_probs(outputs.logits())
+        p_nn = self.network_probs(outputs.logits(), engines.NUMPY)
         p_ng = np.stack([self.ngram.distribution(self._ngram_context(row)) for row in np.asarray(context)])
-        mass = p_ng[:, :n].sum(axis=1)
-        if self.tail_output:
-            return np.concatenate([p_nn[:, :n], p_ng[:, n:] * (p_nn[:, n] / (1.0 - mass))[:, None]], axis=1)
-        return np.concatenate([p_nn * mass[:, None], p_ng[:, n:]], axis=1)
+        listed, scale = self.list_and_tail_scale(p_nn, p_ng[:, : self.list_size].sum(axis=1), engines.NUMPY)
+        return np.concatenate([listed, p_ng[:, self.list_size :] * scale[:, None]], axis=1)
 
     def _ngram_context(self, row) -> list[int]:
         """A network context as the n-gram reads it: its words after the last `<s>` pad (id |V|), with `<s>`

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import tensorflow as tf
 
+from nplm_tf import engines
+
 
 @tf.function(jit_compile=True, autograph=False)
 def biased_logits(y, bias):
@@ -110,9 +112,8 @@ def softmax_training_losses(layer, context, outputs, weight=None, self_normalize
 
 
 def log_softmax_at(logits, columns):
-    """ln softmax(logits)[column] per row, (batch,): the column's logit minus the row's logsumexp, without the
-    (batch, |V|) log_softmax (scoring needs one column of it). Core ops only: serving graphs use it."""
-    return tf.gather(logits, columns, batch_dims=1) - tf.reduce_logsumexp(logits, axis=1)
+    """ln softmax(logits)[column] per row, (batch,): `engines.TENSORFLOW`'s, which the heads use in graphs."""
+    return engines.TENSORFLOW.log_softmax_at(logits, columns)
 
 
 @tf.function(jit_compile=True, autograph=False)

@@ -16,7 +16,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from nplm_tf.network.heads import base, ngram_tail, np_ops
+from nplm_tf import engines
+from nplm_tf.network.heads import base, ngram_tail
 from nplm_tf.network.heads.base import tf
 
 
@@ -29,25 +30,21 @@ class SigmoidTail(ngram_tail.NgramTail):
         listed, tail = counts[:n], counts[n:].sum()
         return np.append(base.log_frequencies(listed), np.log(tail / listed.sum())).astype(np.float32)
 
-    def _log_q_at(self, logits, column):
+    def _log_q_at(self, logits, column, engine=engines.TENSORFLOW):
         """ln q(column) per row, in the logits' float type (column N: the tail)."""
-        # deferred: TensorFlow loads when this runs, not with the module
-        from nplm_tf.network.heads import ops
-
         n = self.list_size
         s = logits[:, n]
-        listed = ops.log_softmax_at(logits[:, :n], tf.minimum(column, n - 1)) - tf.nn.softplus(s)
-        return tf.where(column >= n, -tf.nn.softplus(-s), listed)
+        listed = engine.log_softmax_at(logits[:, :n], engine.minimum(column, n - 1)) - engine.softplus(s)
+        return engine.where(column >= n, -engine.softplus(-s), listed)
 
     def nll(self, targets, logits):
         targets = tf.cast(tf.reshape(targets, [-1]), tf.int32)
         return -self._log_q_at(tf.cast(logits, tf.float32), tf.minimum(targets, self.list_size))
 
-    def network_probs(self, logits):
+    def network_probs(self, logits, engine=engines.TENSORFLOW):
         n = self.list_size
-        s = logits[:, n : n + 1]
-        q = tf.concat([tf.nn.softmax(logits[:, :n]) * tf.sigmoid(-s), tf.sigmoid(s)], axis=1)
-        return tf.cast(q, tf.float64)
+        s = engine.to64(logits[:, n : n + 1])  # σ in float64: q sums to 1 to float64's rounding
+        return engine.concat([engine.to64(engine.softmax(logits[:, :n])) * engine.sigmoid(-s), engine.sigmoid(s)])
 
     def network_log_probs(self, logits):
         n = self.list_size
@@ -55,16 +52,5 @@ class SigmoidTail(ngram_tail.NgramTail):
         s = y[:, n : n + 1]
         return tf.concat([tf.nn.log_softmax(y[:, :n]) - tf.nn.softplus(s), -tf.nn.softplus(-s)], axis=1)
 
-    def network_log_prob_at(self, logits, column):
-        return tf.cast(self._log_q_at(logits, tf.cast(column, tf.int64)), tf.float64)
-
-    def np_network_probs(self, logits):
-        n = self.list_size
-        s = logits[:, n : n + 1].astype(np.float64)
-        return np.concatenate([np_ops.softmax(logits[:, :n]) / (1.0 + np.exp(s)), 1.0 / (1.0 + np.exp(-s))], axis=1)
-
-    def np_network_log_prob_at(self, logits, column):
-        n = self.list_size
-        s = logits[:, n].astype(np.float64)
-        listed = np_ops.log_softmax_at(logits[:, :n], np.minimum(column, n - 1)) - np.logaddexp(0.0, s)
-        return np.where(column >= n, -np.logaddexp(0.0, -s), listed)
+    def network_log_prob_at(self, logits, column, engine=engines.TENSORFLOW):
+        return self._log_q_at(engine.to64(logits), engine.int64(column), engine)  # scored in float64

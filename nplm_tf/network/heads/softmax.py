@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from nplm_tf.network.heads import base, np_ops
+from nplm_tf import engines
+from nplm_tf.engines import numpy_engine
+from nplm_tf.network.heads import base
 from nplm_tf.network.heads.base import tf
 
 
@@ -35,16 +37,12 @@ class FullSoftmax(base.Head):
 
         return ops.softmax_training_losses(layer, context, target, self_normalize=self.self_normalize)
 
-    def log_prob(self, outputs, context, target):
-        outputs = base.as_outputs(outputs)
-        # deferred: TensorFlow loads when this runs, not with the module
-        from nplm_tf.network.heads import ops
+    def log_prob(self, outputs, context, target, engine=engines.TENSORFLOW):
+        logits = base.as_outputs(outputs).logits()
+        return engine.to64(engine.log_softmax_at(logits, target))
 
-        return tf.cast(ops.log_softmax_at(outputs.logits(), target), tf.float64)
-
-    def distribution(self, outputs, context):
-        outputs = base.as_outputs(outputs)
-        return tf.cast(tf.nn.softmax(outputs.logits()), tf.float64)
+    def distribution(self, outputs, context, engine=engines.TENSORFLOW):
+        return engine.to64(engine.softmax(base.as_outputs(outputs).logits()))
 
     def top_k(self, outputs, context, k):
         outputs = base.as_outputs(outputs)
@@ -53,15 +51,7 @@ class FullSoftmax(base.Head):
         values = tf.exp(top.values - tf.reduce_logsumexp(logits, axis=1, keepdims=True))
         return tf.cast(values, tf.float64), tf.cast(top.indices, tf.int64)
 
-    def np_network_log_probs(self, outputs, target):
-        outputs = base.as_outputs(outputs)
-        return np_ops.log_softmax_at(outputs.logits(), target)
-
-    def np_distribution(self, outputs, context):
-        outputs = base.as_outputs(outputs)
-        return np_ops.softmax(outputs.logits())
-
     def np_unnormalized(self, outputs):
         outputs = base.as_outputs(outputs)
         y = outputs.logits()
-        return y, np_ops.log_normalizer(y)
+        return y, numpy_engine.log_normalizer(y)

@@ -133,33 +133,22 @@ class ShortListTail(tf.Module):
         return self.base_mass * longer[:, 0] * gamma[:, 0] + tf.reduce_sum(delta * longer, axis=1)
 
     def log_prob(self, logits: tf.Tensor, context: tf.Tensor, target: tf.Tensor) -> tf.Tensor:
-        """ln P(target | context), (batch,) float64, from the network's logits (batch, N [+ 1])."""
+        """ln P(target | context), (batch,) float64, from the network's logits (batch, N [+ 1]): the head's own
+        formula (`NgramTail.combine_log`, which the NumPy path calls too) over the graph's n-gram."""
         context, target = tf.cast(context, tf.int64), tf.cast(target, tf.int64)
-        in_list = target < self.list_size
-        column = tf.where(in_list, target, self.list_size if self.owner.tail_output else 0)
-        ln_nn = self.owner.network_log_prob_at(logits, column)
+        ln_nn = self.owner.network_log_prob_at(logits, self.owner.column_of(target))
         suffixes = self.ngram.suffix_ids(context)
         mass = self.list_mass(context, suffixes)
         ln_ng = tf.math.log(self.ngram.token_probabilities(context, target, suffixes))
-        if self.owner.tail_output:
-            return tf.where(in_list, ln_nn, ln_nn + ln_ng - tf.math.log(1.0 - mass))
-        return tf.where(in_list, ln_nn + tf.math.log(mass), ln_ng)
+        return self.owner.combine_log(ln_nn, ln_ng, mass, target < self.list_size)
 
     def distribution(self, logits: tf.Tensor, context: tf.Tensor) -> tf.Tensor:
         """P(· | context) over all |V| words, (batch, |V|) float64."""
         context = tf.cast(context, tf.int64)
         p_nn = self.owner.network_probs(logits)  # (batch, N [+ 1])
         p_ng = self.ngram.distribution(context)  # (batch, |V|)
-        listed, scale = self.list_and_tail_scale(p_nn, self.list_mass(context))
+        listed, scale = self.owner.list_and_tail_scale(p_nn, self.list_mass(context))
         return tf.concat([listed, p_ng[:, self.list_size :] * scale[:, None]], axis=1)
-
-    def list_and_tail_scale(self, p_nn: tf.Tensor, mass: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
-        """(P(i | C) of the list words (batch, N), and the factor (batch,) that turns a tail word's P_ng into
-        its P(i | C)), from the network's softmax (batch, N [+ 1]) and m(C), both float64."""
-        n = self.list_size
-        if self.owner.tail_output:
-            return p_nn[:, :n], p_nn[:, n] / (1.0 - mass)
-        return p_nn * mass[:, None], tf.ones_like(mass)
 
     def suffix_groups(self, context: tf.Tensor) -> tuple[tf.Tensor, ...]:
         """What `top_k` and `sample` read of the context's suffixes h_k (k = 2..K, column k-2): γ(h_k) and
@@ -193,11 +182,11 @@ class ShortListTail(tf.Module):
         head_words = tf.tile(tf.gather(read(self.head), head)[None, :], [rows, 1])  # (batch, k) word ids
         head_probs = tf.gather(read(self.head_probs), head)[None, :]
         if ngram.order == 1:
-            listed, scale = self.list_and_tail_scale(p_nn, tf.fill([rows], self.base_mass))
+            listed, scale = self.owner.list_and_tail_scale(p_nn, tf.fill([rows], self.base_mass))
             words, values = head_words, head_probs * scale[:, None]
         else:
             gamma, longer, mass, lo, hi = self.suffix_groups(context)
-            listed, scale = self.list_and_tail_scale(p_nn, mass)
+            listed, scale = self.owner.list_and_tail_scale(p_nn, mass)
             factor = longer * scale[:, None]  # a tail word's P_ng at order k -> its P(w | C)
             where = lo[:, :, None] + slots  # (batch, K-1, k)
             last = tf.size(self.ranked_words, out_type=where.dtype) - 1

@@ -1,0 +1,150 @@
+"""The NumPy engine (`nplm_tf.engines`): float32 logits in, probabilities summed in float64."""
+
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+
+# A block of exp values is only summed, so one buffer per thread is reused for it: fresh memory of a block's
+# size costs a page fault per page on first touch, as much as the exp itself (`benchmarks.language_model`).
+_SCRATCH = threading.local()
+_SCRATCH_LIMIT = 1 << 23  # bytes kept per thread; larger blocks get memory of their own
+
+
+def _scratch(shape: tuple[int, int]) -> np.ndarray:
+    size = shape[0] * shape[1]
+    if size * 4 > _SCRATCH_LIMIT:
+        return np.empty(shape, np.float32)
+    buffer = getattr(_SCRATCH, "buffer", None)
+    if buffer is None or buffer.size < size:
+        buffer = _SCRATCH.buffer = np.empty(size, np.float32)
+    return buffer[:size].reshape(shape)
+
+
+def shifted_exp(logits: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(exp(y − max y) per row in float32, computed in place on a copy; max y (rows, 1)). float32's exp is
+    several times as fast as float64's over a (rows, |V|) block; each term's relative error (~1e-7) stays
+    that small in the float64 sums taken of them."""
+    top = logits.max(axis=1, keepdims=True)
+    e = np.subtract(logits, top, dtype=np.float32)
+    np.exp(e, out=e)
+    return e, top
+
+
+def log_normalizer(logits: np.ndarray) -> np.ndarray:
+    """ln Σ_w exp(y_w) per row, float64, from float32 logits (rows, |V|), for a decoder's cache. exp(y) is
+    summed unshifted where float32 holds it (no row's max to find and subtract: a pass less over the block),
+    in float32 by NumPy's pairwise summation (relative error near float32's own epsilon, as the logits carry;
+    `log_softmax_at`, which exact perplexities use, sums in float64); a row whose sum overflows or comes near
+    float32's smallest numbers is summed again shifted by its max."""
+    with np.errstate(over="ignore", under="ignore"):
+        e = np.exp(logits, out=_scratch(logits.shape))
+        sums = e.sum(axis=1).astype(np.float64)
+    unsafe = ~((sums < 1e37) & (sums > 1e-30))  # NaN too: a NaN logit gives a NaN normalizer either way
+    with np.errstate(divide="ignore"):
+        ln_z = np.log(sums)
+    if unsafe.any():
+        rows = logits[unsafe]
+        shifted, top = shifted_exp(rows)
+        ln_z[unsafe] = np.log(shifted.sum(axis=1, dtype=np.float64)) + top[:, 0]
+    return ln_z
+
+
+class Numpy:
+    name = "numpy"
+
+    # ------------------------------------------------------------------ softmax --
+
+    @staticmethod
+    def log_softmax_at(logits, columns):
+        """ln softmax(logits)[row, column] per row, float64, from float32 logits (rows, outputs)."""
+        if len(logits) == 0:
+            return np.zeros(0)
+        e, top = shifted_exp(logits)
+        ln_z = np.log(e.sum(axis=1, dtype=np.float64))
+        rows = np.arange(len(columns))
+        return (logits[rows, columns].astype(np.float64) - top[:, 0].astype(np.float64)) - ln_z
+
+    @staticmethod
+    def softmax(logits):
+        """softmax over each row, float64 (each row sums to 1 in float64)."""
+        e, _ = shifted_exp(logits)
+        e = e.astype(np.float64)
+        e /= e.sum(axis=1, keepdims=True)
+        return e
+
+    # ---------------------------------------------------------------- elementwise --
+
+    log, log1p, minimum, where = (staticmethod(f) for f in (np.log, np.log1p, np.minimum, np.where))
+
+    @staticmethod
+    def softplus(x):
+        return np.logaddexp(0.0, x)
+
+    @staticmethod
+    def sigmoid(x):
+        return 1.0 / (1.0 + np.exp(-x))
+
+    @staticmethod
+    def to64(x):
+        return np.asarray(x, np.float64)
+
+    @staticmethod
+    def int64(x):
+        return np.asarray(x, np.int64)
+
+    @staticmethod
+    def ones_like(x):
+        return np.ones_like(x)
+
+    @staticmethod
+    def as_int(mask):
+        """A boolean array as 0/1 integers."""
+        return np.asarray(mask).astype(np.int64)
+
+    # ---------------------------------------------------------------------- shape --
+
+    @staticmethod
+    def arange(n):
+        return np.arange(n)
+
+    @staticmethod
+    def concat(arrays, axis=1):
+        return np.concatenate(arrays, axis=axis)
+
+    @staticmethod
+    def reshape(x, shape):
+        return np.reshape(x, shape)
+
+    @staticmethod
+    def pad_columns(x, count, value):
+        """x with `count` columns of `value` after its own."""
+        return np.pad(x, [(0, 0), (0, count)], constant_values=value)
+
+    # -------------------------------------------------------------------- indices --
+
+    @staticmethod
+    def gather(table, rows):
+        """table[rows]: the rows of `table` (an array, a list) at each index of `rows`."""
+        return np.asarray(table)[rows]
+
+    @staticmethod
+    def take_along_rows(x, columns):
+        """x[i, columns[i, j]] for each row i, (rows, k)."""
+        return np.take_along_axis(x, columns, axis=1)
+
+    @staticmethod
+    def nonzero(mask):
+        """The indices where a 1-D mask holds, int64."""
+        return np.flatnonzero(mask)
+
+    @staticmethod
+    def add_at(base, rows, values):
+        """A copy of `base` with `values` added at `rows` (distinct indices)."""
+        out = np.array(base)
+        out[rows] += values
+        return out
+
+
+NUMPY = Numpy()
