@@ -103,6 +103,14 @@ class Numpy:
         """A boolean array as 0/1 integers."""
         return np.asarray(mask).astype(np.int64)
 
+    @staticmethod
+    def tanh(x):
+        return np.tanh(x)
+
+    @staticmethod
+    def matmul(x, y):
+        return x @ y
+
     # ---------------------------------------------------------------------- shape --
 
     @staticmethod

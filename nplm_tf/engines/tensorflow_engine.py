@@ -74,6 +74,14 @@ class TensorFlow:
         tf = _tf()
         return tf.cast(mask, tf.int32)
 
+    @staticmethod
+    def tanh(x):
+        return _tf().tanh(x)
+
+    @staticmethod
+    def matmul(x, y):
+        return _tf().matmul(x, y)
+
     # ---------------------------------------------------------------------- shape --
 
     @staticmethod

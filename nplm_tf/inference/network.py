@@ -23,10 +23,11 @@ import os
 
 import numpy as np
 
+from nplm_tf import engines
 from nplm_tf import run_dir as run_dir_lib
 from nplm_tf.baselines.ngram_arrays import TokenArrays
 from nplm_tf.config import Config, ConfigError
-from nplm_tf.network import heads, loading
+from nplm_tf.network import forward, heads, loading
 
 CHUNK = 1024  # contexts per matmul at most: bounds the (rows, |V|) float32 logits held at once
 
@@ -99,9 +100,8 @@ class NumpyNetwork:
     def hidden(self, context: np.ndarray) -> list[np.ndarray]:
         """(rows, n-1) oldest first -> the output layer's inputs: [tanh(d + H·x)] and x when W exists, float32."""
         context = np.asarray(context, np.int64)[:, -self.context_size :]
-        x = self.C[context[:, ::-1]].reshape(len(context), -1)  # newest word's features first
-        parts = [np.tanh(x @ self.H + self.d)] if self.H is not None else []
-        return parts + [x] if self.W is not None else parts
+        x = forward.word_features(self.C, context, engines.NUMPY)  # newest word's features first
+        return forward.output_layer_inputs(x, self.H, self.d, self.W is not None, engine=engines.NUMPY)
 
     def premultiplied(self) -> list[np.ndarray]:
         """Q_k = C·H_k for each context position k (newest word first), (|V| + 1, h) float32 each: the first

@@ -1,10 +1,12 @@
-"""Equation (1) in pieces: x from the word features, the output layer's inputs tanh(d + H·x) and x, the sums with
-U and W, b added, and the logits of chosen rows. The Keras layer (`layer.NPLMLayer`), the heads' training losses
+"""Equation (1) in pieces for TensorFlow: x from the word features and the output layer's inputs tanh(d + H·x)
+and x (`forward`'s, written once for both engines), the sums with U and W, b added, and the logits of chosen
+rows. The Keras layer (`layer.NPLMLayer`), the heads' training losses
 and the serving graph (`serving.network`) all compute it from these."""
 
 import tensorflow as tf
 from keras import ops
 
+from nplm_tf.network.forward import output_layer_inputs, word_features  # noqa: F401  (equation (1)'s first layers)
 from nplm_tf.network.heads import ops as head_ops
 
 
@@ -39,23 +41,6 @@ def add_bias(y, b):
         return tf.cast(upstream, y.dtype), db  # db = Σ over the batch, as a (fast) matmul
 
     return head_ops.biased_logits(y, b), gradient
-
-
-def word_features(C, context):
-    """x = (C(w_{t-1}), ..., C(w_{t-n+1})), (batch, (n-1)m), of contexts (batch, n-1) oldest first (the text's
-    order, which every part of the project uses): the newest word's features first, as in the paper."""
-    features = tf.gather(C, tf.reverse(tf.cast(context, tf.int32), axis=[1]))  # (batch, n-1, m)
-    return ops.reshape(features, (-1, int(context.shape[1]) * int(C.shape[1])))
-
-
-def output_layer_inputs(x, H, d, direct: bool, dropout=None) -> list:
-    """The output layer's inputs: [tanh(d + H·x)] (after `dropout`, a function, when given) where H exists,
-    and x itself where W does, each (batch, ·), in x's dtype."""
-    parts = []
-    if H is not None:
-        a = ops.tanh(ops.matmul(x, H) + d)  # (batch, h)
-        parts.append(dropout(a) if dropout is not None else a)
-    return parts + [x] if direct else parts
 
 
 def output_sum(parts, weights, rows: bool = False):
