@@ -67,6 +67,11 @@ class Numpy:
         return (logits[rows, columns].astype(np.float64) - top[:, 0].astype(np.float64)) - ln_z
 
     @staticmethod
+    def log_normalizer(logits):
+        """ln Z = ln Σ_w exp(y_w) per row, float64 (`log_normalizer`)."""
+        return log_normalizer(logits)
+
+    @staticmethod
     def softmax(logits):
         """softmax over each row, float64 (each row sums to 1 in float64)."""
         e, _ = shifted_exp(logits)

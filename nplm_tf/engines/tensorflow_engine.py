@@ -23,6 +23,12 @@ class TensorFlow:
         return tf.gather(logits, columns, batch_dims=1) - tf.reduce_logsumexp(logits, axis=1)
 
     @staticmethod
+    def log_normalizer(logits):
+        """ln Z = ln Σ_w exp(y_w) per row, float64, summed in float32."""
+        tf = _tf()
+        return tf.cast(tf.reduce_logsumexp(tf.cast(logits, tf.float32), axis=1), tf.float64)
+
+    @staticmethod
     def softmax(logits):
         return _tf().nn.softmax(logits)
 

@@ -38,6 +38,7 @@ import os
 
 import numpy as np
 
+from nplm_tf import engines
 from nplm_tf import run_dir as run_dir_lib
 from nplm_tf.inference import network
 from nplm_tf.network import heads
@@ -261,7 +262,5 @@ def log_normalizer_stats(model_dir: str, contexts: int = 2000) -> dict:
             if total >= contexts:
                 break
     context, _ = net.windows(lines)
-    y = net.logits(net.hidden(context[:contexts])).astype(np.float64)
-    top = y.max(axis=1)
-    ln_z = np.log(np.exp(y - top[:, None]).sum(axis=1)) + top
+    ln_z = engines.NUMPY.log_normalizer(net.logits(net.hidden(context[:contexts])))
     return {"contexts": int(ln_z.size), "mean": float(ln_z.mean()), "sd": float(ln_z.std())}

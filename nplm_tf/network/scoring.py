@@ -13,6 +13,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
+from nplm_tf import engines
 from nplm_tf.network import heads
 
 
@@ -111,6 +112,6 @@ def nll_and_log_z_function(model: keras.Model) -> Callable:
     def batch_nll_and_log_z(context, target):
         y = layer.output_logits(layer.hidden(context), 0, None)
         nll = -head.log_prob(heads.Outputs(logits=y), context, target)
-        return nll, tf.cast(tf.reduce_logsumexp(tf.cast(y, tf.float32), axis=1), tf.float64)
+        return nll, engines.TENSORFLOW.log_normalizer(y)
 
     return batch_nll_and_log_z

@@ -9,7 +9,6 @@ from __future__ import annotations
 import numpy as np
 
 from nplm_tf import engines
-from nplm_tf.engines import numpy_engine
 from nplm_tf.network.heads import base
 from nplm_tf.network.heads.base import tf
 
@@ -54,4 +53,4 @@ class FullSoftmax(base.Head):
     def np_unnormalized(self, outputs):
         outputs = base.as_outputs(outputs)
         y = outputs.logits()
-        return y, numpy_engine.log_normalizer(y)
+        return y, engines.NUMPY.log_normalizer(y)
