@@ -138,6 +138,22 @@ class Numpy:
     # -------------------------------------------------------------------- indices --
 
     @staticmethod
+    def repeat(x, counts):
+        return np.repeat(x, counts)
+
+    @staticmethod
+    def cumsum(x):
+        return np.cumsum(x)
+
+    @staticmethod
+    def sum(x):
+        return np.sum(x)
+
+    @staticmethod
+    def size(x):
+        return np.size(x)
+
+    @staticmethod
     def gather(table, rows):
         """table[rows]: the rows of `table` (an array, a list) at each index of `rows`."""
         return np.asarray(table)[rows]

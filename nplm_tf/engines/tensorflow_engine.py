@@ -110,6 +110,23 @@ class TensorFlow:
     # -------------------------------------------------------------------- indices --
 
     @staticmethod
+    def repeat(x, counts):
+        return _tf().repeat(x, counts)
+
+    @staticmethod
+    def cumsum(x):
+        return _tf().cumsum(x)
+
+    @staticmethod
+    def sum(x):
+        return _tf().reduce_sum(x)
+
+    @staticmethod
+    def size(x):
+        tf = _tf()
+        return tf.size(x, out_type=tf.int64)
+
+    @staticmethod
     def gather(table, rows):
         return _tf().gather(table, rows)
 

@@ -201,19 +201,10 @@ class NumpyNetwork:
 
     def windows(self, lines: list[list[int]]) -> tuple[np.ndarray, np.ndarray]:
         """Every predicted token of the lines (each word, then `</s>`): contexts (T, n-1) oldest first,
-        `<s>`-padded, and targets (T,)."""
-        c, contexts, targets = self.context_size, [], []
-        for ids in lines:
-            padded = np.array([self.bos_id] * c + list(ids) + [0], np.int64)  # </s> is id 0
-            if c:
-                view = np.lib.stride_tricks.sliding_window_view(padded[:-1], c)
-            else:
-                view = np.zeros((len(padded) - c, 0), np.int64)
-            contexts.append(view)
-            targets.append(padded[c:])
-        if not contexts:
-            return np.zeros((0, c), np.int64), np.zeros(0, np.int64)
-        return np.concatenate(contexts), np.concatenate(targets)
+        `<s>`-padded, and targets (T,) (`forward.windows`, which the SavedModel's scoring uses too)."""
+        flat = np.fromiter((w for ids in lines for w in ids), np.int64)
+        lengths = np.array([len(ids) for ids in lines], np.int64)
+        return forward.windows(flat, lengths, self.context_size, self.bos_id, 0, engines.NUMPY)  # </s> is id 0
 
     def line_log_probs(self, lines: list[list[int]]) -> np.ndarray:
         """ln P of every predicted token of the lines, in order (each line's words, then `</s>`)."""

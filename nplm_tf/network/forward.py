@@ -23,3 +23,25 @@ def output_layer_inputs(x, H, d, direct: bool, dropout=None, engine=engines.TENS
         a = engine.tanh(engine.matmul(x, H) + d)  # (batch, h)
         parts.append(dropout(a) if dropout is not None else a)
     return parts + [x] if direct else parts
+
+
+def windows(flat_ids, lengths, context_size: int, bos_id: int, eos_id: int, engine=engines.TENSORFLOW):
+    """Every predicted token of some lines (each word, then `</s>`), from their ids laid end to end (`flat_ids`,
+    int64) and each line's length: contexts (T, c) oldest first, `<s>`-padded, and targets (T,), T = Σ (L + 1).
+
+    Index arithmetic and gathers only, the same in both engines: the SavedModel's `score` and the NumPy
+    network's scoring window text this way (training's tf.data pipeline windows its batches of lines with
+    tensorflow-text's sliding window, `pipelines.windows`, for speed)."""
+    lengths = engine.int64(lengths)
+    predicted = lengths + 1
+    line = engine.repeat(engine.arange(engine.size(lengths)), predicted)  # (T,) each token's line
+    first = engine.cumsum(predicted) - predicted  # each line's first predicted token
+    position = engine.arange(engine.sum(predicted)) - engine.gather(first, line)  # (T,) within its line
+    offset = position[:, None] + (engine.arange(context_size + 1) - context_size)[None, :]  # (T, c + 1)
+    length = engine.gather(lengths, line)[:, None]
+    inside = (offset >= 0) & (offset < length)
+    start = engine.gather(engine.cumsum(lengths) - lengths, line)[:, None]  # the line's first id in flat_ids
+    ids = engine.concat([engine.int64(flat_ids), engine.int64(engine.reshape(bos_id, [1]))], axis=0)
+    read = engine.gather(ids, engine.where(inside, start + offset, engine.size(ids) - 1))
+    window = engine.where(inside, read, engine.where(offset == length, eos_id, bos_id))
+    return window[:, :context_size], window[:, context_size]

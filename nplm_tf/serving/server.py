@@ -15,7 +15,7 @@ import tensorflow as tf
 from nplm_tf import config as config_lib
 from nplm_tf import engines
 from nplm_tf.baselines import mixture
-from nplm_tf.network import heads
+from nplm_tf.network import forward, heads
 from nplm_tf.serving import network as network_lib
 from nplm_tf.serving import sampling
 from pipelines import vocabulary as vocab_lib
@@ -128,18 +128,12 @@ class Server(tf.Module):
         return tf.where(inside, ids, tf.constant(self.bos_id, tf.int64))
 
     def windows(self, ids: tf.RaggedTensor) -> tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
-        """Every predicted token (each word, then `</s>`): contexts (T, c) oldest first, targets (T,), row splits (B+1,)."""
-        c, rows = self.context_size, ids.nrows()
-        bos = tf.RaggedTensor.from_tensor(tf.fill([rows, c], tf.constant(self.bos_id, tf.int64)))
-        eos = tf.RaggedTensor.from_tensor(tf.fill([rows, 1], tf.constant(self.eos_id, tf.int64)))
-        padded = tf.concat([bos, ids, eos], axis=1)  # (B, (c + L + 1))
-        splits = tf.concat([[0], tf.cumsum(ids.row_lengths() + 1)], axis=0)  # predicted tokens per row
-        total = splits[-1]
-        row = tf.ragged.row_splits_to_segment_ids(splits)  # (T,)
-        position = tf.range(total) - tf.gather(splits, row)  # (T,) index of the target within its row
-        start = tf.gather(padded.row_splits, row) + position  # (T,) first context word
-        window = tf.gather(padded.flat_values, start[:, None] + tf.range(c + 1, dtype=tf.int64)[None, :])  # (T, c + 1)
-        return window[:, :c], window[:, c], splits
+        """Every predicted token (each word, then `</s>`): contexts (T, c) oldest first, targets (T,), row splits
+        (B+1,) (`forward.windows`, which the NumPy network's scoring uses too)."""
+        lengths = ids.row_lengths()
+        splits = tf.concat([[0], tf.cumsum(lengths + 1)], axis=0)  # predicted tokens per row
+        context, target = forward.windows(ids.flat_values, lengths, self.context_size, self.bos_id, self.eos_id)
+        return context, target, splits
 
     # --------------------------------------------------------- probabilities --
 
