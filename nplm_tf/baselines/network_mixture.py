@@ -69,15 +69,14 @@ def fit_and_score(
     where the user asked for it."""
     arrays = {name: ngram_lib.token_arrays(split, vocab) for name, split in splits.items()}
     ng = {name: ngram.token_probabilities(a) for name, a in arrays.items()}
-    counts = {name: ngram.context_counts(a) for name, a in arrays.items()}
-    buckets = {name: mixture.frequency_buckets(c, NUM_BUCKETS) for name, c in counts.items()}
+    buckets = {name: mixture.frequency_buckets(ngram.context_counts(a), NUM_BUCKETS) for name, a in arrays.items()}
     for name in splits:
         if ng[name].size != nn_probs[name].size:
             raise NgramError(f"{name}: the network scored {nn_probs[name].size} tokens, the n-gram {ng[name].size}.")
     lam, _ = mixture.em_weight(nn_probs["valid"], ng["valid"])
     weights = mixture.bucket_weights(nn_probs["valid"], ng["valid"], buckets["valid"], NUM_BUCKETS)
     p_nn, p_ng = nn_probs[eval_split], ng[eval_split]
-    p_mixed = mixture.mix([p_nn, p_ng], mixture.context_weights(mixture.pair_table(weights), counts[eval_split]))
+    p_mixed = mixture.mix([p_nn, p_ng], mixture.pair_table(weights)[buckets[eval_split]])  # the buckets fitted
     report = {
         "ngram_dir": ngram_dir,
         "ngram_order": ngram.order,
