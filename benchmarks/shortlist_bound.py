@@ -88,7 +88,7 @@ def bound_log_probs(model, ngram, dataset, list_sizes: list[int], bins: list[int
 
     from nplm_tf.baselines import ngram_graph
 
-    served = ngram_graph.ServingKneserNey(ngram, [1.0])
+    served = ngram_graph.ServingKneserNey(ngram)
     unigram = served.probs[0].numpy()[: ngram.vocab_size]
     bin_tables = {(n, b): tf.constant(tail_bins(unigram, n, b)) for n in list_sizes for b in bins}
 

@@ -38,17 +38,18 @@ class ServingNgram(tf.Module):
     Args:
       tables: a `kneser_ney.KneserNey` holding the n-gram numbering.
       weights: the network's λ per context-frequency bucket (mixture.json's `context_frequency`): kept as
-        the two members' table (`mixture.pair_table`), which the server mixes with (`mixture.mix`).
+        the two members' table (`mixture.pair_table`), which the server mixes with (`mixture.mix`); None for
+        an n-gram in no such mixture (an ensemble's, which holds its own weights, or a short list's tail).
     """
 
-    def __init__(self, tables: kn.KneserNey, weights: list[float], name: str):
+    def __init__(self, tables: kn.KneserNey, weights: list[float] | None, name: str):
         super().__init__(name=name)
         if not np.array_equal(tables.orders[1].keys, np.arange(tables.base)):
             raise kn.NgramError("the n-gram model's unigram table does not cover every word id; rebuild it.")
         self.order, self.base, self.vocab_size = tables.order, tables.base, tables.vocab_size
         orders = range(1, tables.order + 1)
         self.keys = [_state(tables.orders[k].keys, tf.int64) for k in orders]  # a key's word is key % base
-        self.mixture_table = mixture.pair_table(weights)
+        self.mixture_table = mixture.pair_table(weights) if weights is not None else None
         self.context_totals = _state(tables.context_totals(), tf.float64)  # train count of each (N-1)-gram
 
     def lookup(self, k: int, query: tf.Tensor) -> tf.Tensor:
@@ -107,7 +108,7 @@ class ServingNgram(tf.Module):
 class ServingKneserNey(ServingNgram):
     """Interpolated modified Kneser-Ney p(w | h) in the graph (`kneser_ney.KneserNey`)."""
 
-    def __init__(self, model: kn.KneserNey, weights: list[float], name: str = "kneser_ney"):
+    def __init__(self, model: kn.KneserNey, weights: list[float] | None = None, name: str = "kneser_ney"):
         super().__init__(model, weights, name)
         self.probs = [_state(model.orders[k].prob, tf.float64) for k in range(1, model.order + 1)]
         self.backoffs = [_state(model.orders[k].backoff, tf.float64) for k in range(1, model.order + 1)]
@@ -143,7 +144,9 @@ class ServingKneserNey(ServingNgram):
 class ServingInterpolated(ServingNgram):
     """The paper's deleted-interpolation trigram in the graph (`interpolated.InterpolatedTrigram`)."""
 
-    def __init__(self, model: interpolated.InterpolatedTrigram, weights: list[float], name: str = "interpolated"):
+    def __init__(
+        self, model: interpolated.InterpolatedTrigram, weights: list[float] | None = None, name: str = "interpolated"
+    ):
         super().__init__(model.tables, weights, name)
         self.f1 = _state(model.f1, tf.float64)
         self.f2, self.f3 = _state(model.f[2], tf.float64), _state(model.f[3], tf.float64)
@@ -176,7 +179,7 @@ class ServingInterpolated(ServingNgram):
         return lam[:, 0:1] * p3 + lam[:, 1:2] * p2 + lam[:, 2:3] * p1 + lam[:, 3:4] / self.vocab_size
 
 
-def serving_model(model, weights: list[float]) -> ServingNgram:
+def serving_model(model, weights: list[float] | None = None) -> ServingNgram:
     if isinstance(model, interpolated.InterpolatedTrigram):
         return ServingInterpolated(model, weights)
     return ServingKneserNey(model, weights)

@@ -194,7 +194,7 @@ def export_ensemble(
         [model for _, _, model in loaded],
         vocab,
         run_dir.RunDir(fit["model_dirs"][0]).vocab_path,
-        [ngram_graph.serving_model(ngram, [1.0]) for ngram in ngrams],
+        [ngram_graph.serving_model(ngram) for ngram in ngrams],
         weights,
     )
     orders = [config.order for config, _, _ in loaded] + [ngram.order for ngram in ngrams]

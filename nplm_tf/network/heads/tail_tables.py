@@ -50,7 +50,7 @@ class ShortListTail(tf.Module):
             raise kn.NgramError(f"list_size={list_size} must be in [1, |V| = {ngram.vocab_size}].")
         self.list_size, self.vocab_size = int(list_size), ngram.vocab_size
         self.owner = head  # plain Python: not tracked by tf.Module
-        self.ngram = ngram_graph.ServingKneserNey(ngram, [1.0], name="tail_ngram")
+        self.ngram = ngram_graph.ServingKneserNey(ngram, name="tail_ngram")
         base, deltas, tail_discounted = kn_short_list.short_list_tables(ngram, list_size)
         self.base_mass = tf.constant(base, tf.float64)
         self.deltas = [tf.Variable(d, dtype=tf.float64, trainable=False) for d in deltas]
