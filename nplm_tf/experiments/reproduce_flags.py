@@ -1,6 +1,5 @@
-"""The flags of `nplm_tf.reproduce` and their checks: `define` defines them on
-behalf of the binary (whose --help lists them), and the checks read them once parsed. Imported by the binary
-only.
+"""The flags of `nplm_tf.reproduce` and their checks: `define` defines them on behalf of the
+binary (whose --help lists them), and the checks read them once parsed. Imported by the binary only.
 """
 
 from __future__ import annotations

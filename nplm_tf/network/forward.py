@@ -41,7 +41,7 @@ def windows(flat_ids, lengths, context_size: int, bos_id: int, eos_id: int, engi
     length = engine.gather(lengths, line)[:, None]
     inside = (offset >= 0) & (offset < length)
     start = engine.gather(engine.cumsum(lengths) - lengths, line)[:, None]  # the line's first id in flat_ids
-    ids = engine.concat([engine.int64(flat_ids), engine.int64(engine.reshape(bos_id, [1]))], axis=0)
+    ids = engine.concat([engine.int64(flat_ids), engine.int64([bos_id])], axis=0)  # one more: outside reads it
     read = engine.gather(ids, engine.where(inside, start + offset, engine.size(ids) - 1))
     window = engine.where(inside, read, engine.where(offset == length, eos_id, bos_id))
     return window[:, :context_size], window[:, context_size]
