@@ -7,7 +7,7 @@ A training run (`nplm_tf.train`) writes
     history.json      per epoch: train loss (and its curve over steps), valid perplexity, seconds, tokens/s, rate
     best.weights.h5   the best-by-validation weights
     backup/           weights + optimizer state after each epoch, and state.json naming them
-    checkpoints/      with --strategy=multi_worker, in place of backup/
+    checkpoints/      what multi-worker runs kept in place of backup/ before they backed up as every run does
     logs/             TensorBoard logs
     model.keras       the best model in Keras's format
     export/<version>/ the SavedModel
@@ -116,10 +116,6 @@ class RunDir:
     ngram_model = property(lambda self: self.file(NGRAM_MODEL))
     arpa = property(lambda self: self.file(ARPA))
     tail_ngram_dir = property(lambda self: self.file(TAIL_NGRAM))
-
-    def worker_scratch(self, task_id: int) -> str:
-        """Where a non-chief worker writes its (discarded) share of each checkpoint."""
-        return self.file(f".{CHECKPOINTS}-worker-{task_id}")
 
     # -------------------------------------------------------------- config --
     def has_config(self) -> bool:

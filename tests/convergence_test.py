@@ -115,11 +115,11 @@ def test_the_mlp9_config_is_what_train_trained_before_its_defaults_grew():
     "flags, average",
     [
         ([], 0.9997),
-        (["--strategy=multi_worker"], 0.0),  # its loop keeps no average: the default is off there, not refused
-        (["--strategy=multi_worker", "--average=0.999"], 0.999),  # given: kept, and `check_average` refuses it
+        (["--strategy=multi_worker"], 0.9997),  # the one run loop keeps it on every strategy
+        (["--strategy=multi_worker", "--average=0.999"], 0.999),
     ],
 )
-def test_the_default_average_is_off_where_the_loop_keeps_none(tmp_path, flags, average):
+def test_the_default_average_is_the_same_on_every_strategy(tmp_path, flags, average):
     import subprocess
     import sys
 

@@ -51,7 +51,8 @@ def local_train_dataset(
 
 def make_local_train_steps(model, optimizer, worker: int = 0):
     """A tf.function that passes over `skip` batches of a plain iterator, then runs `count` steps of this worker's
-    own model on the next ones (`worker`: its index, which keys a sampled objective's noise); returns Σ -ln P."""
+    own model on the next ones (`worker`: its index, which keys a sampled objective's noise); returns the summed
+    loss (`step.summed_loss`)."""
 
     objective = model.objective or objectives.HeadObjective(model.head)
 
@@ -62,8 +63,10 @@ def make_local_train_steps(model, optimizer, worker: int = 0):
         total = tf.constant(0.0)
         for _ in tf.range(count):
             context, target = next(iterator)
-            nll, _ = step_lib.train_step(model, optimizer, objective, context, target, 1, optimizer.iterations, worker)
-            total += tf.reduce_sum(nll)
+            nll, regularization = step_lib.train_step(
+                model, optimizer, objective, context, target, 1, optimizer.iterations, worker
+            )
+            total += step_lib.summed_loss(nll, regularization)
         return total
 
     return train_steps
@@ -142,8 +145,8 @@ class LocalSGD:
         return local_train_dataset(config, data, corpus, epoch, steps, self.workers, self.index)
 
     def round(self, iterator, total: int, last: bool = False) -> tuple[float, float]:
-        """Trains this worker's share of the next `total` global batches, then averages; returns Σ -ln P over its
-        share and the seconds spent averaging (with any wait for the other workers)."""
+        """Trains this worker's share of the next `total` global batches, then averages; returns the summed loss
+        over its share and the seconds spent averaging (with any wait for the other workers)."""
         if self.balance:
             counts = deal(total, self.rates, self.workers)
             mine, skip = counts[self.index], self._skip + sum(counts[: self.index])
@@ -193,6 +196,11 @@ class LocalSGD:
     def batches_per_worker(self) -> list[int]:
         """Each worker's batches in the epoch so far, from the dealings every worker shares."""
         return [sum(counts[i] for counts in self.deals) for i in range(self.workers)]
+
+    def record(self) -> dict:
+        """The epoch's dealing, for its record in history.json: each worker's batches and, balanced, each round's
+        shares."""
+        return {"batches_per_worker": self.batches_per_worker(), **({"deals": self.deals} if self.balance else {})}
 
     def _take_rates(self, rates) -> None:
         old = self.rates or [0.0] * self.workers

@@ -7,13 +7,13 @@ windows (a pure function of seed and epoch) and takes its share of each
 global batch, gradients are all-reduced, and the result equals one process
 training on the same global batches.
 
-The run directory is the one `training.trainer` writes (config.json, vocab.tsv,
-history.json, best.weights.h5, model.keras, export/, metrics.json), with
-checkpoints/ (model, optimizer, epoch) instead of backup/. Only the
-chief writes; the other workers write their share of each checkpoint to a
-scratch directory and delete it. The directory must be visible to every
-worker (one machine, or a shared filesystem). Killing any worker and
-restarting the job resumes from the last finished epoch.
+Everything but the steps is the one run loop's (`training.loop`): the same
+set-up, callbacks (validation, records, early stopping, backup) and resume,
+so the run directory is the one `training.trainer` writes. Only the chief
+writes it; every other worker validates and stops early by the same history.
+The directory must be visible to every worker (one machine, or a shared
+filesystem). Killing any worker and restarting the job resumes from the last
+finished epoch's backup.
 
 With `config.sync_every` = K > 1 the workers train by local SGD instead
 (`local_sgd`).
@@ -22,24 +22,20 @@ With `config.sync_every` = K > 1 the workers train by local SGD instead
 from __future__ import annotations
 
 import contextlib
-import shutil
-import time
 
 import keras
 import tensorflow as tf
 
 from nplm_tf.config import Config
 from nplm_tf.distributed import collectives, local_sgd
-from nplm_tf.network import heads, loading, objectives, optimizers, scoring
+from nplm_tf.network import heads, loading, objectives
 from nplm_tf.network import model as model_lib
 from nplm_tf.network import step as step_lib
 from nplm_tf.run_dir import RunDir, TrainingLock
-from nplm_tf.training import callbacks as callbacks_lib
-from nplm_tf.training import run_setup, trainer
+from nplm_tf.training import loop, run_setup, trainer
 from nplm_tf.training.data import Data
 from nplm_tf.training.strategies import is_chief
 from pipelines import corpus as corpus_lib
-from pipelines import interrupts
 from pipelines.errors import UserError
 
 STEPS_PER_CALL = 16  # training steps per tf.function call (amortizes Python per step)
@@ -102,92 +98,69 @@ def _train_multi_worker(
     if local:
         local_sgd.check_local_sgd(strategy)
     model, optimizer = build(config, head, strategy, local=local, counts=data.vocab.counts)
-    with contextlib.nullcontext() if local else strategy.scope():
-        epoch_done = tf.Variable(0, dtype=tf.int64, trainable=False)
     trainer.init_output_bias(model, data.vocab)
-    checkpoint = tf.train.Checkpoint(model=model, optimizer=optimizer, epoch=epoch_done)
     run = RunDir(model_dir)
-    shared = run.checkpoints_dir
-    scratch = shared if chief else run.worker_scratch(strategy.cluster_resolver.task_id)
-    manager = tf.train.CheckpointManager(checkpoint, scratch, max_to_keep=2)
-    latest = tf.train.latest_checkpoint(shared)
-    if latest:
-        checkpoint.restore(latest)
-        # Worded as the single-machine trainer's resume line, so one grep finds either.
-        print(f"resuming after epoch {int(epoch_done.numpy())} of {config.epochs} from {latest}", flush=True)
+    with contextlib.nullcontext() if local else strategy.scope():
+        first = loop.resume(model, run, config)  # every worker reads the chief's backup
 
     steps = data.tokens["train"] // config.batch_size
     if local:
         steps -= steps % replicas  # every worker takes the same number of steps
         rounds = local_sgd.LocalSGD(model, optimizer, strategy, config)
+        train_epoch = local_epochs(rounds, config, data, corpus, steps, strategy)
+        record_extra = rounds.record
     else:
-        train_steps = make_train_steps(model, optimizer, strategy, config)
-
+        train_epoch = synchronous_epochs(model, optimizer, config, data, corpus, steps, strategy)
+        record_extra = None
     valid_ds = data.dataset(corpus, "valid", config, head)
-    batch_nll = scoring.nll_function(model)
     print(
         f"training {model.count_params():,} parameters on {replicas} replica(s); "
         f"{data.tokens['train']:,} train tokens, |V| = {data.vocab.size:,}",
         flush=True,
     )
-    first = int(epoch_done.numpy())
-    # Every worker computes the same validation perplexities; none waits on the chief's files.
-    valid_history = [h["valid_perplexity"] for e, h in sorted(run.read_history().items()) if e < first]
-    for epoch in range(first, config.epochs):
-        if callbacks_lib.patience_exhausted(valid_history, config.patience, config.min_improvement):
-            break
-        start = time.perf_counter()
-        extra = {}
-        if local:
-            iterator = iter(rounds.dataset(config, data, corpus, epoch, steps))
-            nll, done = 0.0, 0
-            while done < steps:
-                total = min(config.sync_every * replicas, steps - done)
-                done += total
-                nll += rounds.round(iterator, total, last=done == steps)[0]  # the last: weights and moments
-                interrupts.raise_if_interrupted()
-            nll = collectives.all_reduce_sum(strategy, nll)
-            extra["batches_per_worker"] = rounds.batches_per_worker()
-            if config.balance_workers:
-                extra["deals"] = rounds.deals
-        else:
-            iterator = distributed_train_dataset(config, data, corpus, epoch, steps, strategy)
-            nll, done = 0.0, 0
-            while done < steps:
-                count = min(STEPS_PER_CALL, steps - done)
-                nll += float(train_steps(iterator, tf.constant(count)))
-                done += count
-                interrupts.raise_if_interrupted()
-        seconds = time.perf_counter() - start
-        callbacks_lib.check_finite(epoch, "train loss", nll)  # every worker stops, before anything is saved
-        valid = scoring.score(model, valid_ds, data.vocab.unk_id, batch_nll=batch_nll)
-        callbacks_lib.check_finite(epoch, "valid perplexity", valid.perplexity)
-        record = {
-            "epoch": epoch + 1,
-            "train_loss": nll / (steps * config.batch_size),
-            "valid_perplexity": valid.perplexity,
-            "seconds": seconds,
-            "tokens_per_second": steps * config.batch_size / seconds,
-            "learning_rate": float(keras.ops.convert_to_numpy(optimizer.learning_rate)),
-            **extra,
-        }
-        valid_history.append(valid.perplexity)
-        if chief:
-            callbacks_lib.record_epoch(run, model, epoch, record)
-            print(
-                f"epoch {epoch + 1}: valid perplexity {valid.perplexity:.2f}, "
-                f"{record['tokens_per_second']:,.0f} tokens/s",
-                flush=True,
-            )
-        epoch_done.assign(epoch + 1)
-        manager.save()  # every worker takes part; only the chief's copy is kept
-    if not chief:
-        shutil.rmtree(scratch, ignore_errors=True)
+    # Every worker validates and stops early by the same history; only the chief writes.
+    callbacks = loop.callbacks(run, config, data, valid_ds, writer=chief, record_extra=record_extra)
+    loop.drive(model, callbacks, config, first, steps, train_epoch)
     collectives.barrier(strategy)  # the chief has written the best weights
 
     return trainer.finish_run(
         model, data, corpus, config, model_dir, export=export, write=chief, extra={"workers": replicas}
     )
+
+
+def synchronous_epochs(model, optimizer, config: Config, data: Data, corpus, steps: int, strategy) -> loop.TrainEpoch:
+    """An epoch of synchronous SGD (`loop.TrainEpoch`): `STEPS_PER_CALL` all-reduced steps a call."""
+    train_steps = make_train_steps(model, optimizer, strategy, config)
+
+    def train_epoch(epoch: int, batch_end) -> float:
+        iterator = distributed_train_dataset(config, data, corpus, epoch, steps, strategy)
+        loss, done = 0.0, 0
+        while done < steps:
+            count = min(STEPS_PER_CALL, steps - done)
+            loss += float(train_steps(iterator, tf.constant(count)))
+            done += count
+            batch_end(done, loss / (done * config.batch_size))
+        return loss / (steps * config.batch_size)
+
+    return train_epoch
+
+
+def local_epochs(rounds: local_sgd.LocalSGD, config: Config, data: Data, corpus, steps: int, strategy):
+    """An epoch of local SGD (`loop.TrainEpoch`): rounds of each worker's own steps, each ended by an average.
+    Within the epoch a worker knows only its own share's loss, so the loss is reported at its end alone."""
+
+    def train_epoch(epoch: int, batch_end) -> float:
+        iterator = iter(rounds.dataset(config, data, corpus, epoch, steps))
+        replicas = strategy.num_replicas_in_sync
+        loss, done = 0.0, 0
+        while done < steps:
+            total = min(config.sync_every * replicas, steps - done)
+            done += total
+            loss += rounds.round(iterator, total, last=done == steps)[0]  # the last: weights and moments
+            batch_end(done, None)
+        return collectives.all_reduce_sum(strategy, loss) / (steps * config.batch_size)
+
+    return train_epoch
 
 
 def build(config: Config, head: heads.Head, strategy: tf.distribute.Strategy, local: bool = False, counts=None):
@@ -200,20 +173,23 @@ def build(config: Config, head: heads.Head, strategy: tf.distribute.Strategy, lo
     keras.utils.set_random_seed(config.seed)  # the same initial weights as a run with any other worker count
     with contextlib.nullcontext() if local else strategy.scope():
         model = model_lib.build_model(config, head)
-        optimizer = optimizers.make_optimizer(config, head)
-        optimizer.build(model.trainable_variables)
-    model.objective = objectives.of_config(config, head, counts)
-    return model, optimizer
+        # Compiled as Keras's fit would have it: the callbacks read its optimizer, the backup saves its state.
+        model_lib.compile_model(model, config, objective=objectives.of_config(config, head, counts))
+        model.optimizer.build(model.trainable_variables)
+    return model, model.optimizer
 
 
 def make_train_steps(model, optimizer, strategy: tf.distribute.Strategy, config: Config):
-    """A tf.function running `count` steps on a distributed iterator; returns the summed -ln P."""
+    """A tf.function running `count` steps on a distributed iterator; returns the summed loss (−ln P + R(θ) per
+    example, as Keras's `fit` reports it)."""
     replicas = strategy.num_replicas_in_sync
     objective = model.objective or objectives.HeadObjective(model.head)
 
     def step_fn(context, target):  # a sampled objective keys its noise by the optimizer's step
-        nll, _ = step_lib.train_step(model, optimizer, objective, context, target, replicas, optimizer.iterations)
-        return tf.reduce_sum(nll)
+        nll, regularization = step_lib.train_step(
+            model, optimizer, objective, context, target, replicas, optimizer.iterations
+        )
+        return step_lib.summed_loss(nll, regularization)
 
     @tf.function
     def train_steps(iterator, count):

@@ -16,6 +16,12 @@ def replica_loss(nll, regularization, replicas):
     return (tf.reduce_mean(nll) + regularization) / replicas
 
 
+def summed_loss(nll, regularization):
+    """A replica's batch's loss summed over its examples, each −ln P + R(θ): what Keras's `fit` averages as its
+    loss (the loops that call the step themselves report the same)."""
+    return tf.reduce_sum(nll) + regularization * tf.cast(tf.shape(nll)[0], nll.dtype)
+
+
 def train_step(model, optimizer, objective, context, target, replicas, step=None, worker=0):
     """One step of `objective` (`network.objectives`) on a replica's batch: the gradients of `replica_loss`,
     applied by `optimizer`. `step` and `worker` key a sampled objective's noise (default: the optimizer's

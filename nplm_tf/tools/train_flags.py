@@ -185,14 +185,9 @@ def config_from_flags() -> Config:
             values = run_dir.RunDir(FLAGS.model_dir).read_config().to_dict()
         except ConfigError:
             pass  # a damaged config.json is refused where the run is set up
-    defaulted = set()
     for field in dataclasses.fields(Config):
         if field.name not in values or FLAGS[field.name].present:
             values[field.name] = FLAGS[field.name].value
-            if not FLAGS[field.name].present:
-                defaulted.add(field.name)
-    if FLAGS.strategy == "multi_worker" and "average" in defaulted:
-        values["average"] = 0.0  # the multi-worker loop keeps no average (`strategies.check_average`)
     if values["precision"] == "auto":
         values["precision"] = auto_precision()
     config = Config.from_dict(values)
@@ -238,7 +233,6 @@ def check_flags():
         strategies.check_tf_config()
     config = config_from_flags()
     strategies.check_local_sgd(config.sync_every, FLAGS.strategy == "multi_worker")
-    strategies.check_average(config.average, FLAGS.strategy == "multi_worker")
     if FLAGS.strategy == "mirrored":  # the CPU split's replicas; GPUs are counted once TensorFlow loads (main)
         strategies.check_batch_split(config.batch_size, FLAGS.num_cpu_devices)
     corpus = corpus_flags.corpus_from_flags()  # the corpus flags checked, and that its files exist

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 
 import keras
+import tensorflow as tf
 
 from nplm_tf.config import ConfigError
 from nplm_tf.run_dir import RunDir
@@ -44,12 +45,12 @@ def restore_backup(model: keras.Model, run: RunDir) -> int:
     """Loads the newest loadable generation `EpochBackup` wrote; returns its epoch count (0: none)."""
     backup_dir = run.backup_dir
     generations = run.read_backup_state()
+    if not model.optimizer.built:  # its variables (iterations, slots) must exist to be loaded
+        model.optimizer.build(model.trainable_variables)
     if generations is None:
         generations = _keras_backup_generations(backup_dir)
         if not generations:
-            return 0
-    if not model.optimizer.built:  # its variables (iterations, slots) must exist to be loaded
-        model.optimizer.build(model.trainable_variables)
+            return _restore_checkpoint(model, run)
     failures = []
     for generation in generations:
         try:
@@ -61,6 +62,17 @@ def restore_backup(model: keras.Model, run: RunDir) -> int:
         f"no backup in {backup_dir} could be loaded ({'; '.join(failures)}); "
         "delete that directory to retrain from scratch."
     )
+
+
+def _restore_checkpoint(model: keras.Model, run: RunDir) -> int:
+    """Loads what a multi-worker run left in checkpoints/ (runs from before it backed up as every run does);
+    returns its epoch count (0: none)."""
+    latest = tf.train.latest_checkpoint(run.checkpoints_dir) if os.path.isdir(run.checkpoints_dir) else None
+    if latest is None:
+        return 0
+    epoch = tf.Variable(0, dtype=tf.int64, trainable=False)
+    tf.train.Checkpoint(model=model, optimizer=model.optimizer, epoch=epoch).restore(latest).expect_partial()
+    return int(epoch.numpy())
 
 
 def _keras_backup_generations(backup_dir: str) -> list[dict]:

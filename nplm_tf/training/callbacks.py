@@ -140,7 +140,10 @@ class ValidationRecorder(keras.callbacks.Callback):
     resume overwrites its own entry. The best-by-validation weights are
     written (atomically) before the record that names them, so a crash between
     the two never leaves a record claiming weights that were not saved.
-    Callbacks after this one see `val_perplexity` in the logs.
+    Callbacks after this one see `val_perplexity` in the logs, and `history`
+    holds every record (read from the directory as training begins): a
+    process that does not write (`writer` off: a multi-worker job's other
+    workers) keeps the same history as the one that does.
     """
 
     def __init__(
@@ -151,15 +154,23 @@ class ValidationRecorder(keras.callbacks.Callback):
         unk_id: int,
         step_loss: StepLoss | None = None,
         announce: bool = True,
+        writer: bool = True,
+        record_extra=None,
     ):
         super().__init__()
         self.announce = announce  # print the epoch's line (off where Keras's progress bar ends with it)
+        self.writer = writer
+        self.record_extra = record_extra  # () -> more of the epoch's record
+        self.history: dict[int, dict] = {}
         self.run = run
         self.valid_dataset = valid_dataset
         self.train_tokens = train_tokens
         self.unk_id = unk_id
         self.step_loss = step_loss
         self._batch_nll = None
+
+    def on_train_begin(self, logs=None):
+        self.history = self.run.read_history()
 
     def on_epoch_begin(self, epoch, logs=None):
         self._start = time.perf_counter()
@@ -175,20 +186,19 @@ class ValidationRecorder(keras.callbacks.Callback):
             valid = scoring.score(self.model, self.valid_dataset, self.unk_id, batch_nll=self._batch_nll)
             validating = time.perf_counter() - validating
             check_finite(epoch, "valid perplexity", valid.perplexity)
-            record_epoch(
-                self.run,
-                self.model,
-                epoch,
-                {
-                    "epoch": epoch + 1,
-                    "train_loss": float(logs.get("loss", float("nan"))),
-                    "valid_perplexity": valid.perplexity,
-                    "seconds": seconds,
-                    "tokens_per_second": self.train_tokens / seconds,
-                    "learning_rate": float(keras.ops.convert_to_numpy(self.model.optimizer.learning_rate)),
-                    **curve,
-                },
-            )
+            record = {
+                "epoch": epoch + 1,
+                "train_loss": float(logs.get("loss", float("nan"))),
+                "valid_perplexity": valid.perplexity,
+                "seconds": seconds,
+                "tokens_per_second": self.train_tokens / seconds,
+                "learning_rate": float(keras.ops.convert_to_numpy(self.model.optimizer.learning_rate)),
+                **curve,
+                **(self.record_extra() if self.record_extra else {}),
+            }
+            if self.writer:
+                record_epoch(self.run, self.model, epoch, record, self.history)
+            self.history[epoch] = record
         logs["val_perplexity"] = valid.perplexity
         logs["tokens_per_s"] = round(self.train_tokens / seconds)
         if self.announce:
@@ -219,9 +229,10 @@ def averaged_weights(model: keras.Model):
             variable.assign(value)
 
 
-def record_epoch(run: RunDir, model: keras.Model, epoch: int, record: dict) -> None:
-    """Saves the weights if this epoch is the best so far, then its history entry (keyed by epoch)."""
-    history = run.read_history()
+def record_epoch(run: RunDir, model: keras.Model, epoch: int, record: dict, history: dict[int, dict]) -> None:
+    """Saves the weights if this epoch is the best of `history` so far, then `history` with its entry (keyed by
+    epoch) as history.json."""
+    history = {**history}
     others = [h["valid_perplexity"] for e, h in history.items() if e != epoch]
     if not others or record["valid_perplexity"] < min(others):
         run.save_best_weights(model)
@@ -250,17 +261,18 @@ def patience_exhausted(valid_perplexities: list[float], patience: int, min_impro
 class ResumableEarlyStopping(keras.callbacks.Callback):
     """Stops after `patience` epochs without a better valid perplexity.
 
-    Unlike `keras.callbacks.EarlyStopping`, its state is the recorded history,
-    so a resumed run stops at the same epoch as an uninterrupted one.
+    Unlike `keras.callbacks.EarlyStopping`, its state is the recorded history
+    (`recorder`'s, which runs before it), so a resumed run stops at the same
+    epoch as an uninterrupted one, and every worker of a job at the same epoch.
     """
 
-    def __init__(self, run: RunDir, patience: int, min_improvement: float = 0.0):
+    def __init__(self, recorder: ValidationRecorder, patience: int, min_improvement: float = 0.0):
         super().__init__()
-        self.run = run
+        self.recorder = recorder
         self.patience, self.min_improvement = patience, min_improvement
 
     def on_epoch_end(self, epoch, logs=None):
-        history = self.run.read_history()
+        history = self.recorder.history
         done = [history[e]["valid_perplexity"] for e in sorted(history) if e <= epoch]
         if patience_exhausted(done, self.patience, self.min_improvement):
             self.model.stop_training = True

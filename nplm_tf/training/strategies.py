@@ -22,15 +22,6 @@ def check_local_sgd(sync_every: int, multi_worker: bool) -> None:
         )
 
 
-def check_average(average: float, multi_worker: bool) -> None:
-    """The weight average is validated and kept by the Keras loop's callbacks, which the multi-worker loop does
-    not run."""
-    if average > 0 and multi_worker:
-        raise ConfigError(
-            f"average={average} is not available with --strategy=multi_worker; train without --average there."
-        )
-
-
 def check_cpu_split(num_devices: int, strategy: str) -> None:
     """The CPU split (`--num_cpu_devices` > 1) makes MirroredStrategy's replicas; under another strategy it
     would be ignored."""

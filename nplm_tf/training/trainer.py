@@ -1,4 +1,5 @@
-"""train_and_evaluate(config, model_dir, corpus): the whole run with Keras `fit`, resumable.
+"""train_and_evaluate(config, model_dir, corpus): the whole run with Keras `fit` (the epochs' callbacks and the
+resume: `training.loop`), resumable.
 
 The model directory (`nplm_tf.run_dir`) holds everything a run writes.
 Re-running the same command resumes from the last finished epoch with the
@@ -23,8 +24,7 @@ from nplm_tf.network import heads, loading, objectives, scoring
 from nplm_tf.network import model as model_lib
 from nplm_tf.run_dir import RunDir, TrainingLock
 from nplm_tf.serving import saved_model
-from nplm_tf.training import backup, run_setup, strategies
-from nplm_tf.training import callbacks as callbacks_lib
+from nplm_tf.training import loop, run_setup, strategies
 from nplm_tf.training.data import Data
 from pipelines import corpus as corpus_lib
 from pipelines import files
@@ -121,28 +121,19 @@ def _train_and_evaluate(
         verbose = 1 if sys.stdout.isatty() else 2
     # One line an epoch: Keras's progress bar on a terminal (the logs give it the tokens/s), else ours alone.
     announce, verbose = verbose != 1, 1 if verbose == 1 else 0
-    step_loss = callbacks_lib.StepLoss(run)
-    callbacks = [
-        callbacks_lib.Interruptible(),
-        callbacks_lib.EpochSeed(epoch),
-        step_loss,  # before ValidationRecorder, which keeps its curve
-        callbacks_lib.ValidationRecorder(
-            run, valid_ds, data.tokens["train"], data.vocab.unk_id, step_loss, announce=announce
-        ),
-        *([callbacks_lib.EpochProgress(data.tokens["train"], config.batch_size, config.epochs)] if announce else []),
-        callbacks_lib.ResumableEarlyStopping(run, config.patience, config.min_improvement),
-        keras.callbacks.TensorBoard(run.logs_dir, write_graph=False, profile_batch=0),
-        backup.EpochBackup(run),
-        *extra_callbacks,
-    ]
+    callbacks = loop.callbacks(run, config, data, valid_ds, epoch=epoch, announce=announce, extra=extra_callbacks)
     with strategy.scope():
-        initial_epoch = backup.restore_backup(model, run)
-    if initial_epoch:
-        print(f"resuming after epoch {initial_epoch} of {config.epochs} from {run.backup_dir}", flush=True)
-    # shuffle=False: the dataset already shuffles, as a function of the epoch.
-    model.fit(
-        train_ds, epochs=config.epochs, initial_epoch=initial_epoch, callbacks=callbacks, verbose=verbose, shuffle=False
-    )
+        initial_epoch = loop.resume(model, run, config)
+    if initial_epoch < config.epochs:
+        # shuffle=False: the dataset already shuffles, as a function of the epoch.
+        model.fit(
+            train_ds,
+            epochs=config.epochs,
+            initial_epoch=initial_epoch,
+            callbacks=callbacks,
+            verbose=verbose,
+            shuffle=False,
+        )
 
     return finish_run(model, data, corpus, config, model_dir, export=export)
 
