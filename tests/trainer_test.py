@@ -376,6 +376,26 @@ def test_a_run_backed_up_by_keras_backup_and_restore_still_resumes(tmp_path):
         np.testing.assert_array_equal(a, b)
 
 
+def test_a_multi_worker_run_checkpointed_by_an_older_version_still_resumes(tmp_path):
+    """Multi-worker runs once kept tf.train checkpoints (model, optimizer, epoch) in checkpoints/ instead of
+    backup/; they resume from them, not restart."""
+    import tensorflow as tf
+
+    model = keras.Sequential([keras.Input((3,)), keras.layers.Dense(2)])
+    model.compile(optimizer=keras.optimizers.SGD(0.1), loss="mse")
+    model.fit(np.ones((8, 3), np.float32), np.zeros((8, 2), np.float32), epochs=3, verbose=0)
+    epoch = tf.Variable(3, dtype=tf.int64, trainable=False)
+    checkpoint = tf.train.Checkpoint(model=model, optimizer=model.optimizer, epoch=epoch)
+    tf.train.CheckpointManager(checkpoint, str(tmp_path / "checkpoints"), max_to_keep=2).save()
+    fresh = keras.Sequential([keras.Input((3,)), keras.layers.Dense(2)])
+    fresh.compile(optimizer=keras.optimizers.SGD(0.1), loss="mse")
+    assert backup.restore_backup(fresh, RunDir(str(tmp_path))) == 3
+    for a, b in zip(fresh.get_weights(), model.get_weights()):
+        np.testing.assert_array_equal(a, b)
+    assert int(fresh.optimizer.iterations.numpy()) == 3
+    assert backup.restore_backup(fresh, RunDir(str(tmp_path / "elsewhere"))) == 0
+
+
 def test_token_nll_and_its_gradient_match_tensorflows_cross_entropy():
     import tensorflow as tf
 
