@@ -24,7 +24,7 @@ setup(
         "h5py>=3.10,<4",  # the NumPy inference path reads the saved weights without TensorFlow
     ],
     extras_require={
-        # pyctcdecode (nplm_tf.decoders) declares numpy<2 but runs under numpy 2, which TensorFlow 2.21 needs:
+        # pyctcdecode (nplm_tf.interop.decoders) declares numpy<2 but runs under numpy 2, which TensorFlow 2.21 needs:
         # its own dependencies come from here, and it is installed with `pip install --no-deps pyctcdecode==0.5.0`.
         # kenlm: pyctcdecode's own KenLM language model, to compare the network with (it warns twice without it).
         "asr": ["kenlm==0.3.0", "pygtrie>=2.1,<3", "hypothesis>=6.14,<7", "jiwer>=3,<5"],

@@ -30,7 +30,7 @@ WORKER = app.define_path("worker", None, "Internal: read the file and save the m
 
 
 def check():
-    from nplm_tf.run_dir import RunDir
+    from nplm_tf.core.run_dir import RunDir
 
     if ROUNDS.value < 1:
         raise UserError(f"rounds={ROUNDS.value} must be at least 1.")
@@ -55,7 +55,7 @@ def main(argv, corpus):
     import numpy as np
 
     from nplm_tf.baselines import build
-    from nplm_tf.run_dir import RunDir
+    from nplm_tf.core.run_dir import RunDir
 
     run = RunDir(NGRAM_DIR.value)
     if WORKER.value:

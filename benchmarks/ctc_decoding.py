@@ -21,7 +21,7 @@ a label of its own (never confused), as in character CTC models.
 
 Decoded with pyctcdecode's beam search (beam 100): no language model; KN5 through pyctcdecode's own
 `LanguageModel` on the `kenlm` module reading KN5's ARPA; the network and the network + KN5 mixture through
-`nplm_tf.decoders.PyCTCDecodeLM`. α and β are chosen per model on --valid_utterances valid utterances over
+`nplm_tf.interop.decoders.PyCTCDecodeLM`. α and β are chosen per model on --valid_utterances valid utterances over
 a small grid (a weight chosen at its grid's largest value is named in `at_grid_edge`, with a note on
 stderr), then the test utterances are decoded once. Also: the no-LM decode's 100 best (its
 `decode_beams`) rescored by acoustic score + α·ln P + β·words with each model (an unknown word's log10 P
@@ -160,7 +160,7 @@ def flashlight_rows(inputs: dict, references: dict, grid: list) -> dict:
     from flashlight.lib.text.decoder import KenLM, ZeroLM
 
     import nplm_tf
-    from nplm_tf import flashlight_lm
+    from nplm_tf.interop import flashlight_lm
 
     tokens = ["-" if label == "" else "|" if label == " " else label for label in LABELS]
     network = nplm_tf.LanguageModel(MODEL_DIR.value, mixture=False)
@@ -217,7 +217,7 @@ def main(argv, checked):
     import pyctcdecode
 
     import nplm_tf
-    from nplm_tf.decoders import PyCTCDecodeLM
+    from nplm_tf.interop.decoders import PyCTCDecodeLM
 
     rng = random.Random(SEED.value)
     valid = utterances(os.path.join(TEXT_DIR.value, "valid.txt"), VALID_UTTERANCES.value, rng)

@@ -59,7 +59,7 @@ def timed(args: list[str], stdin: str, env: dict | None = None) -> tuple[float, 
 
 
 def check() -> None:
-    from nplm_tf import run_dir
+    from nplm_tf.core import run_dir
 
     if ROUNDS.value < 1 or NBEST_LINES.value < 1:
         raise UserError(f"rounds={ROUNDS.value} and nbest_lines={NBEST_LINES.value} must be at least 1.")
@@ -71,7 +71,7 @@ def check() -> None:
 def main(argv, checked):
     import numpy as np
 
-    from nplm_tf import run_dir
+    from nplm_tf.core import run_dir
     from nplm_tf.tools import lines as lines_lib
     from pipelines import corpus_flags
 

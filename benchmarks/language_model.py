@@ -41,7 +41,7 @@ RAW = flags.DEFINE_boolean("raw", False, "Also time raw scoring (normalized=Fals
 
 
 def check() -> None:
-    from nplm_tf import run_dir
+    from nplm_tf.core import run_dir
 
     for flag in (ROUNDS, CONTEXTS, BATCH, BEAM, WORDS_PER_STATE):
         if flag.value < 1:
@@ -89,7 +89,7 @@ def new_contexts_per_second(model, pairs: list, batch: int, prefetch: bool) -> f
 
 def main(argv, checked):
     import nplm_tf
-    from nplm_tf import run_dir
+    from nplm_tf.core import run_dir
     from pipelines import corpus_flags
 
     run = run_dir.RunDir(MODEL_DIR.value)

@@ -137,8 +137,8 @@ def table(
 
 def recorded(names: list[str]) -> tuple[dict, int]:
     """What the last run of OUTPUT recorded for `names` (their epochs, without serving) and |V|."""
-    from nplm_tf.config import ConfigError
-    from nplm_tf.run_dir import RunDir
+    from nplm_tf.core.config import ConfigError
+    from nplm_tf.core.run_dir import RunDir
     from pipelines import files
 
     path = os.path.join(OUTPUT.value, "large_vocab.json")
@@ -152,7 +152,7 @@ def recorded(names: list[str]) -> tuple[dict, int]:
 
 def base_config():
     """What every variant shares: the defaults at --min_count, and patience beyond the last epoch."""
-    from nplm_tf.config import Config
+    from nplm_tf.core.config import Config
 
     rate = {} if LEARNING_RATE.value is None else {"learning_rate": LEARNING_RATE.value}
     return Config(min_count=MIN_COUNT.value, patience=EPOCHS.value + 1, **rate)
@@ -195,7 +195,7 @@ def check_flags() -> tuple[dict[str, dict], list[str], object, dict | None, int]
     """Every variant's changes, the names to run, the corpus, what the last run recorded (--serve_only; else
     None) and |V|, once the flag values and the data or the recorded runs are checked (without TensorFlow:
     `app.run` calls it first, so that nothing is refused after minutes of loading or hours of training)."""
-    from nplm_tf.config import ConfigError
+    from nplm_tf.core.config import ConfigError
     from pipelines import files
 
     files.check_output_dir("output", OUTPUT.value)
@@ -225,7 +225,7 @@ def check_flags() -> tuple[dict[str, dict], list[str], object, dict | None, int]
 
 def main(argv, checked):
     from benchmarks import serving_lib
-    from nplm_tf.run_dir import RunDir
+    from nplm_tf.core.run_dir import RunDir
     from nplm_tf.serving import saved_model
     from pipelines import corpus as corpus_lib
     from pipelines import files

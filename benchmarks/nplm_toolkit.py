@@ -137,7 +137,7 @@ def project_rate(precision: str) -> dict:
 
 
 def main(argv, corpus):
-    from nplm_tf import hardware
+    from nplm_tf.core import hardware
 
     precision = PRECISION.value if PRECISION.value != "auto" else hardware.fast_precision()[0]
     rounds = []

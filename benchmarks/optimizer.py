@@ -55,7 +55,7 @@ def time_optimizer(make, shapes, steps, repeats, count):
 
 
 def check_flags() -> None:
-    from nplm_tf.config import ConfigError
+    from nplm_tf.core.config import ConfigError
 
     if STEPS.value < 1 or REPEATS.value < 1:
         raise ConfigError(f"steps={STEPS.value} and repeats={REPEATS.value} must be at least 1.")
@@ -64,7 +64,7 @@ def check_flags() -> None:
 def main(argv, _checked):
     import keras
 
-    from nplm_tf.config import Config
+    from nplm_tf.core.config import Config
     from nplm_tf.network import optimizers
 
     config = Config(direct=DIRECT.value)

@@ -25,7 +25,7 @@ FILE = flags.DEFINE_string("file", None, "Internal: measure this one file and pr
 
 
 def measure(path: str) -> dict:
-    from nplm_tf.config import Config
+    from nplm_tf.core.config import Config
     from pipelines import corpus as corpus_lib
     from pipelines import vocabulary, windows
 

@@ -68,7 +68,7 @@ def worker_main():
 
     import tensorflow as tf
 
-    from nplm_tf.config import Config
+    from nplm_tf.core.config import Config
     from nplm_tf.distributed import local_sgd, multi_worker
     from nplm_tf.network import heads
     from nplm_tf.training.data import prepare_data
@@ -101,7 +101,7 @@ def worker_main():
 
     available = data.tokens["train"] // config.batch_size
     if (calls + 4) * per_call * workers > available:
-        from nplm_tf.config import ConfigError
+        from nplm_tf.core.config import ConfigError
 
         raise ConfigError(
             f"steps={STEPS.value} with sync_every={config.sync_every} needs "
@@ -163,7 +163,7 @@ def launch(workers: int, independent: bool = False) -> tuple[float, float]:
         if p.returncode != 0:
             sentences = [line[len("error: ") :] for line in err.splitlines() if line.startswith("error: ")]
             if sentences:
-                from nplm_tf.config import ConfigError
+                from nplm_tf.core.config import ConfigError
 
                 raise ConfigError(sentences[0])  # the worker's own one-sentence error
             raise RuntimeError(f"a worker failed:\n{err[-3000:]}")
@@ -174,7 +174,7 @@ def launch(workers: int, independent: bool = False) -> tuple[float, float]:
 
 def check_flags() -> None:
     """The flag values, checked without TensorFlow (`app.run` calls it first)."""
-    from nplm_tf.config import Config, ConfigError
+    from nplm_tf.core.config import Config, ConfigError
 
     if REPEATS.value < 1 or WORKERS.value < 1 or STEPS.value < 1:
         raise ConfigError(

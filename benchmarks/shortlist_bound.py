@@ -43,7 +43,7 @@ SPLIT = flags.DEFINE_enum("split", "test", ["valid", "test"], "The split to scor
 def check() -> tuple[list[int], list[int], object]:
     """The list sizes and bin counts, checked against the run's vocabulary, and the run's corpus with the split
     to score checked, before TensorFlow loads."""
-    from nplm_tf import run_dir
+    from nplm_tf.core import run_dir
     from pipelines import corpus as corpus_lib
     from pipelines.errors import UserError
 

@@ -22,7 +22,7 @@ import time
 from absl import flags
 
 from benchmarks import host
-from nplm_tf.config import Config
+from nplm_tf.core.config import Config
 from pipelines import app, corpus_flags
 
 PRECISION = flags.DEFINE_enum("precision", "mixed_bfloat16", ["float32", "mixed_bfloat16"], "Compute dtype.")
@@ -86,7 +86,7 @@ def steady_clock():
 def check():
     """The configuration the flags make, the corpus and its data (`prepare_data`: the splits checked, the
     vocabulary built and the settings that depend on |V| checked), all before TensorFlow loads."""
-    from nplm_tf.config import STEPS_PER_EXECUTION, Config, ConfigError
+    from nplm_tf.core.config import STEPS_PER_EXECUTION, Config, ConfigError
     from nplm_tf.training.data import prepare_data
 
     if STEPS.value <= STEPS_PER_EXECUTION:  # the clock needs two calls of the training function

@@ -18,12 +18,17 @@ os.environ.setdefault("TF_CPU_ALLOCATOR_USE_BFC", "true")
 
 
 def __getattr__(name):
-    """`nplm_tf.LanguageModel` and `nplm_tf.State` (KenLM's interface), imported on first use."""
+    """`nplm_tf.LanguageModel` and `nplm_tf.State` (KenLM's interface) and `nplm_tf.Config`, imported on first
+    use."""
     if name in ("LanguageModel", "State", "FullScoreReturn"):
         # on first use, so that running a binary of the package does not load the library behind it
-        from nplm_tf import language_model
+        from nplm_tf.interop import language_model
 
         return getattr(language_model, name)
+    if name == "Config":
+        from nplm_tf.core import config  # on first use, as the others
+
+        return config.Config
     if name == "decoders":  # needs pyctcdecode (the asr extra)
-        return importlib.import_module("nplm_tf.decoders")
+        return importlib.import_module("nplm_tf.interop.decoders")
     raise AttributeError(f"module 'nplm_tf' has no attribute {name!r}")

@@ -27,7 +27,7 @@ import sys
 
 from absl import flags
 
-from nplm_tf import hardware
+from nplm_tf.core import hardware
 from nplm_tf.inference import nplm_format
 from nplm_tf.network import loading
 from nplm_tf.tools import export_flags

@@ -18,8 +18,8 @@ import math
 
 from absl import flags
 
-from nplm_tf import run_dir
-from nplm_tf.config import ConfigError
+from nplm_tf.core import run_dir
+from nplm_tf.core.config import ConfigError
 from nplm_tf.network import loading
 from nplm_tf.tools import model_flags
 from pipelines import app

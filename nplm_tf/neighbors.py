@@ -12,8 +12,8 @@ import sys
 
 from absl import flags
 
-from nplm_tf import run_dir
-from nplm_tf.config import ConfigError
+from nplm_tf.core import run_dir
+from nplm_tf.core.config import ConfigError
 from nplm_tf.inference import embeddings
 from pipelines import app, files
 

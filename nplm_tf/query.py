@@ -20,7 +20,7 @@ in NumPy (float32, no TensorFlow) unless --precision names one.
 
 from absl import flags
 
-from nplm_tf.config import ConfigError
+from nplm_tf.core.config import ConfigError
 from nplm_tf.tools import lines as lines_lib
 from nplm_tf.tools import model_flags
 from nplm_tf.tools.text_input import read_lines

@@ -17,7 +17,7 @@ import sys
 
 from absl import flags
 
-from nplm_tf.config import ConfigError
+from nplm_tf.core.config import ConfigError
 from nplm_tf.tools import lines as lines_lib
 from nplm_tf.tools import model_flags, nbest
 from nplm_tf.tools.text_input import read_lines

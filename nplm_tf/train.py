@@ -11,8 +11,8 @@ import json
 
 from absl import flags
 
-from nplm_tf import hardware
-from nplm_tf.run_dir import TrainingLock
+from nplm_tf.core import hardware
+from nplm_tf.core.run_dir import TrainingLock
 from nplm_tf.tools import train_flags
 from nplm_tf.tools.train_flags import TRAIN_DEFAULTS, check_flags, config_from_flags  # noqa: F401  (probes read them)
 from nplm_tf.training import run_setup, strategies

@@ -1,5 +1,5 @@
 """A corpus from the values of its flags, with no flag defined: what a model directory's corpus.json records
-(`nplm_tf.run_dir`) is read back here, by libraries as by binaries (`pipelines.corpus_flags`)."""
+(`nplm_tf.core.run_dir`) is read back here, by libraries as by binaries (`pipelines.corpus_flags`)."""
 
 from __future__ import annotations
 

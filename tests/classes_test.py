@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from nplm_tf import config as config_lib
+from nplm_tf.core import config as config_lib
 from nplm_tf.network import heads
 from nplm_tf.network.heads import base
 from nplm_tf.network.layer import NPLMLayer

@@ -3,7 +3,7 @@ import re
 
 import pytest
 
-from nplm_tf.config import Config, ConfigError
+from nplm_tf.core.config import Config, ConfigError
 from nplm_tf.network import heads
 
 
@@ -108,7 +108,7 @@ def test_every_config_field_is_a_train_flag_with_its_default_and_values():
     import subprocess
     import sys
 
-    from nplm_tf import config as config_lib
+    from nplm_tf.core import config as config_lib
     from tests import helpers
 
     probe = (

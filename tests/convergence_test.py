@@ -8,7 +8,7 @@ import os
 
 import pytest
 
-from nplm_tf.config import Config
+from nplm_tf.core.config import Config
 from nplm_tf.training import callbacks
 from tests import helpers
 

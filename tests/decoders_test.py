@@ -1,4 +1,4 @@
-"""`nplm_tf.decoders.PyCTCDecodeLM`: pyctcdecode's beam search with the network as its language model."""
+"""`nplm_tf.interop.decoders.PyCTCDecodeLM`: pyctcdecode's beam search with the network as its language model."""
 
 from __future__ import annotations
 

@@ -13,10 +13,10 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from nplm_tf import run_dir
 from nplm_tf.baselines import build as ngram_lib
 from nplm_tf.baselines import interpolated, kneser_ney, mixture, network_mixture, ngram_graph
-from nplm_tf.config import ConfigError
+from nplm_tf.core import run_dir
+from nplm_tf.core.config import ConfigError
 from nplm_tf.network import heads, loading, scoring
 from nplm_tf.serving import saved_model
 from nplm_tf.serving import server as server_lib

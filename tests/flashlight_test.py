@@ -1,4 +1,4 @@
-"""`nplm_tf.flashlight_lm`: flashlight-text's lexicon beam search with `LanguageModel` as its language model,
+"""`nplm_tf.interop.flashlight_lm`: flashlight-text's lexicon beam search with `LanguageModel` as its language model,
 against flashlight's own KenLM on the same ARPA file."""
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from pipelines import corpus as corpus_lib
 from pipelines.errors import UserError
 from tests import helpers
 
-flashlight_lm = pytest.importorskip("nplm_tf.flashlight_lm")  # the flashlight extra (in the test extra)
+flashlight_lm = pytest.importorskip("nplm_tf.interop.flashlight_lm")  # the flashlight extra (in the test extra)
 
 TOKENS = ["-", "|", *"abcdefghijklmnopqrstuvwxyz'."]
 TEXTS = [

@@ -1,6 +1,6 @@
 import pytest
 
-from nplm_tf import hardware
+from nplm_tf.core import hardware
 
 AVX2_ONLY = "processor\t: 0\nvendor_id\t: AuthenticAMD\nflags\t\t: fpu sse2 avx avx2 fma\n\nprocessor\t: 1\n"
 WITH_AMX = "processor\t: 0\nflags\t\t: fpu avx2 avx512f avx512_bf16 amx_bf16 amx_tile\n"
@@ -90,7 +90,7 @@ def test_auto_precision_is_the_faster_one_for_the_machine(tmp_path, cpuinfo, gpu
 
 
 def test_a_config_asking_auto_records_the_precision_chosen(monkeypatch):
-    from nplm_tf.config import Config
+    from nplm_tf.core.config import Config
 
     for chosen in ("float32", "mixed_bfloat16"):
         monkeypatch.setattr(hardware, "fast_precision", lambda *a, chosen=chosen, **k: (chosen, "patched"))

@@ -6,8 +6,8 @@ import re
 import numpy as np
 import pytest
 
-from nplm_tf import config as config_lib
 from nplm_tf import engines
+from nplm_tf.core import config as config_lib
 from nplm_tf.network import heads
 from tests import helpers
 
@@ -80,7 +80,7 @@ def test_an_unknown_head_is_named_in_one_sentence():
 READERS = {
     "nplm_tf/network/heads/__init__.py",
     "nplm_tf/network/objectives.py",
-    "nplm_tf/config.py",
+    "nplm_tf/core/config.py",
     "nplm_tf/tools/train_flags.py",
     "nplm_tf/inference/nplm_format.py",
     "tuning/hypermodel.py",

@@ -11,7 +11,7 @@ import subprocess
 import sys
 from collections.abc import Iterator
 
-from nplm_tf.config import Config
+from nplm_tf.core.config import Config
 from pipelines import interrupts
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -399,7 +399,7 @@ def check_rows_in_chunks(
     import numpy as np
     import tensorflow as tf
 
-    from nplm_tf import config as config_lib
+    from nplm_tf.core import config as config_lib
     from nplm_tf.serving import server as server_lib
 
     lines = [line for line in corpus["test"].iter_lines() if line.split()]

@@ -799,7 +799,7 @@ def test_a_refused_run_makes_no_model_dir(case, files_flags, tmp_path):
 
 
 def test_scoring_batches_shrink_as_the_output_layer_widens_and_score_the_same(tmp_path, monkeypatch):
-    from nplm_tf import config as config_lib
+    from nplm_tf.core import config as config_lib
     from nplm_tf.training import data as data_lib
 
     def size(config, vocab_size):  # windows a scoring batch of a model of `config` over |V| = `vocab_size` words

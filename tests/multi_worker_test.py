@@ -10,8 +10,8 @@ import time
 
 import pytest
 
-from nplm_tf import run_dir
-from nplm_tf.config import Config
+from nplm_tf.core import run_dir
+from nplm_tf.core.config import Config
 from nplm_tf.training import strategies
 from tests import helpers
 
@@ -190,7 +190,7 @@ def test_local_sgd_on_one_worker_is_synchronous_training(corpus, one_process, tm
 
 def local_sgd_copies(corpus_flags, workers, epochs):
     """The TINY config, the corpus and its data, and one (model, optimizer, train steps) per worker."""
-    from nplm_tf.config import Config
+    from nplm_tf.core.config import Config
     from nplm_tf.distributed import local_sgd, multi_worker
     from nplm_tf.network import heads
     from nplm_tf.training import trainer
@@ -350,7 +350,7 @@ def test_deal_always_hands_out_every_batch():
 def test_local_train_steps_pass_over_the_skipped_batches():
     import tensorflow as tf
 
-    from nplm_tf.config import Config
+    from nplm_tf.core.config import Config
     from nplm_tf.distributed import local_sgd
     from nplm_tf.network import heads, optimizers
     from nplm_tf.network import model as model_lib

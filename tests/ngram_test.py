@@ -31,7 +31,7 @@ def kn3(corpus_flags, tmp_path_factory):
 
 
 def test_a_vocabulary_limit_gives_the_ngram_the_networks_vocabulary(corpus_flags, tmp_path):
-    from nplm_tf.config import Config
+    from nplm_tf.core.config import Config
     from nplm_tf.training.data import prepare_vocabulary
     from pipelines import corpus as corpus_lib
 

@@ -204,7 +204,7 @@ def np_allclose_rows(weights) -> bool:
 
 
 def test_the_shipped_recipe_is_a_configuration_train_reads():
-    from nplm_tf.config import Config
+    from nplm_tf.core.config import Config
     from nplm_tf.experiments import recipe
 
     shipped = json.load(open(recipe.CONFIG, encoding="utf-8"))
@@ -215,7 +215,7 @@ def test_the_shipped_recipe_is_a_configuration_train_reads():
 
 def test_the_recipe_takes_a_short_list_on_a_large_vocabulary(tmp_path):
     """`reproduce --best` chooses the head by the rule `train` follows (`run_setup.head_for_vocabulary`)."""
-    from nplm_tf.config import Config
+    from nplm_tf.core.config import Config
     from nplm_tf.experiments import recipe
     from nplm_tf.training import run_setup
     from nplm_tf.training.data import LARGE_VOCABULARY

@@ -4,8 +4,8 @@ import json
 
 import pytest
 
-from nplm_tf.config import Config
-from nplm_tf.run_dir import RunDir
+from nplm_tf.core.config import Config
+from nplm_tf.core.run_dir import RunDir
 from nplm_tf.tools import run_table as runs
 from tests import helpers
 

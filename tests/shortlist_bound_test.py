@@ -7,9 +7,9 @@ import pytest
 import tensorflow as tf
 
 from benchmarks import shortlist_bound
-from nplm_tf import run_dir
 from nplm_tf.baselines import build as ngram_lib
 from nplm_tf.baselines import kneser_ney as kn
+from nplm_tf.core import run_dir
 from nplm_tf.network import heads, loading, scoring
 from nplm_tf.training import trainer
 from nplm_tf.training.data import eval_dataset
@@ -129,7 +129,7 @@ def test_an_empty_split_is_one_sentence(full_run, tmp_path):
 def test_the_tail_ngram_from_a_directory_must_be_kneser_ney_with_the_networks_vocabulary(full_run, tmp_path):
     """What `--ngram_dir` gets here and in nplm_tf.train (`tail.tail_ngram`): a model, of the right kind."""
     from nplm_tf.baselines import interpolated
-    from nplm_tf.config import ConfigError
+    from nplm_tf.core.config import ConfigError
     from nplm_tf.training import tail as tail_lib
     from pipelines.errors import UserError
 

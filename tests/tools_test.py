@@ -354,7 +354,7 @@ def test_bad_input_to_the_tools(trained, tmp_path):
 CHECK_BEFORE_TENSORFLOW = """
 import sys
 from absl import flags
-from nplm_tf.config import ConfigError
+from nplm_tf.core.config import ConfigError
 import {module} as tool
 flags.FLAGS(["tool", *sys.argv[1:]])
 try:
@@ -467,7 +467,7 @@ def test_the_network_the_ngram_and_their_mixture_compared_token_by_token_on_test
 
 
 def test_the_word_picture_labels_the_asked_words_and_their_neighbours_and_no_label_overlaps(trained, tmp_path):
-    from nplm_tf import run_dir
+    from nplm_tf.core import run_dir
     from nplm_tf.inference import embeddings
 
     vocab = run_dir.RunDir(trained["model"]).load_vocab()
@@ -670,7 +670,7 @@ def test_a_directory_of_another_kind_is_refused_by_its_flag_before_any_model_loa
 ):
     """Every flag that names a directory of one kind is checked for that kind first: the error names the flag,
     the kind given and the kind needed, and TensorFlow (or any model) has not loaded."""
-    from nplm_tf import run_dir
+    from nplm_tf.core import run_dir
 
     paths = {"M": trained["model"], "N": trained["ngram"], "E": os.path.join(trained["model"], "export", "1")}
     args = [

@@ -8,8 +8,8 @@ import keras
 import numpy as np
 import pytest
 
-from nplm_tf.config import ConfigError
-from nplm_tf.run_dir import RunDir
+from nplm_tf.core.config import ConfigError
+from nplm_tf.core.run_dir import RunDir
 from nplm_tf.training import backup, trainer
 from pipelines import corpus as corpus_lib
 from tests import helpers
@@ -481,8 +481,8 @@ def test_the_readmes_python_example_trains_exports_and_scores(tmp_path):
 
 
 def test_a_new_full_softmax_run_with_a_large_vocabulary_is_told_of_short_lists_and_sampling(tmp_path, capsys):
-    from nplm_tf.config import Config
-    from nplm_tf.run_dir import TrainingLock
+    from nplm_tf.core.config import Config
+    from nplm_tf.core.run_dir import TrainingLock
     from nplm_tf.training import run_setup
     from nplm_tf.training.data import LARGE_VOCABULARY
 
@@ -505,7 +505,7 @@ def test_a_new_full_softmax_run_with_a_large_vocabulary_is_told_of_short_lists_a
 
 
 def test_a_train_split_without_unk_is_noted_when_valid_holds_unknown_words(tmp_path, capsys):
-    from nplm_tf.config import Config
+    from nplm_tf.core.config import Config
     from nplm_tf.training.data import prepare_data
 
     def texts(valid):
@@ -526,7 +526,7 @@ def test_a_train_split_without_unk_is_noted_when_valid_holds_unknown_words(tmp_p
 def test_the_default_precision_is_the_machines_faster_one_and_a_run_keeps_its_own(tmp_path):
     """`train` without --precision: a new run takes `hardware.fast_precision`'s choice, says why and records it
     in config.json and metrics.json; a run that exists resumes in the precision it trained in."""
-    from nplm_tf import hardware
+    from nplm_tf.core import hardware
 
     paths = helpers.tiny_corpus_files(tmp_path, train=40, valid=8, test=8)
     tiny = [f for f in helpers.TINY_FLAGS if not f.startswith("--precision")] + ["--noexport"]  # not what is tested

@@ -9,7 +9,7 @@ import time
 import keras_tuner
 import pytest
 
-from nplm_tf.config import Config, ConfigError
+from nplm_tf.core.config import Config, ConfigError
 from nplm_tf.training import strategies
 from tests import helpers
 from tuning import hypermodel as hypermodel_lib

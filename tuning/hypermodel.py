@@ -9,7 +9,7 @@ import os
 
 import keras_tuner
 
-from nplm_tf.config import Config
+from nplm_tf.core.config import Config
 from nplm_tf.network import heads, objectives
 from nplm_tf.network import model as model_lib
 from nplm_tf.training import callbacks as callbacks_lib

@@ -17,7 +17,7 @@ import os
 
 from absl import flags
 
-from nplm_tf.config import ConfigError
+from nplm_tf.core.config import ConfigError
 from nplm_tf.training import strategies
 from pipelines import app
 from tuning import search_flags

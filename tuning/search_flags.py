@@ -8,7 +8,7 @@ import os
 
 from absl import flags
 
-from nplm_tf.config import Config, ConfigError
+from nplm_tf.core.config import Config, ConfigError
 from nplm_tf.training import strategies
 from nplm_tf.training.data import prepare_vocabulary
 from pipelines import app, corpus_flags, files

@@ -15,7 +15,7 @@ import os
 
 import keras_tuner
 
-from nplm_tf.config import Config, ConfigError
+from nplm_tf.core.config import Config, ConfigError
 from pipelines import files
 from pipelines.errors import UserError
 from tuning import hypermodel as hypermodel_lib

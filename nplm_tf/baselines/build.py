@@ -20,7 +20,7 @@ import numpy as np
 from nplm_tf.baselines import arpa as arpa_lib
 from nplm_tf.baselines import interpolated
 from nplm_tf.baselines import kneser_ney as kn
-from nplm_tf.run_dir import NGRAM_MODEL, RunDir
+from nplm_tf.core.run_dir import NGRAM_MODEL, RunDir
 from pipelines import corpus as corpus_lib
 from pipelines import files
 from pipelines import per_token as per_token_lib

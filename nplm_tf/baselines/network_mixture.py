@@ -9,7 +9,7 @@ import numpy as np
 from nplm_tf.baselines import build as ngram_lib
 from nplm_tf.baselines import mixture
 from nplm_tf.baselines.kneser_ney import NgramError
-from nplm_tf.run_dir import RunDir
+from nplm_tf.core.run_dir import RunDir
 from pipelines import corpus as corpus_lib
 from pipelines import vocabulary as vocab_lib
 

@@ -10,7 +10,7 @@ import dataclasses
 
 import numpy as np
 
-from nplm_tf import config as config_lib
+from nplm_tf.core import config as config_lib
 from pipelines.errors import UserError
 
 FALLBACK_DISCOUNTS = (0.5, 1.0, 1.5)  # lmplz --discount_fallback

@@ -26,7 +26,7 @@ import time
 import keras
 import tensorflow as tf
 
-from nplm_tf.config import Config, ConfigError
+from nplm_tf.core.config import Config, ConfigError
 from nplm_tf.distributed import collectives
 from nplm_tf.network import objectives
 from nplm_tf.network import step as step_lib

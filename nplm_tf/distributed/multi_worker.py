@@ -26,12 +26,12 @@ import contextlib
 import keras
 import tensorflow as tf
 
-from nplm_tf.config import Config
+from nplm_tf.core.config import Config
+from nplm_tf.core.run_dir import RunDir, TrainingLock
 from nplm_tf.distributed import collectives, local_sgd
 from nplm_tf.network import heads, loading, objectives
 from nplm_tf.network import model as model_lib
 from nplm_tf.network import step as step_lib
-from nplm_tf.run_dir import RunDir, TrainingLock
 from nplm_tf.training import loop, run_setup, trainer
 from nplm_tf.training.data import Data
 from nplm_tf.training.strategies import is_chief

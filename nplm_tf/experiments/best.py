@@ -22,7 +22,7 @@ import time
 
 import numpy as np
 
-from nplm_tf.config import Config
+from nplm_tf.core.config import Config
 from nplm_tf.experiments import table1
 from nplm_tf.tools import ensemble
 from pipelines import corpus as corpus_lib

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import os
 
-from nplm_tf.config import Config
+from nplm_tf.core.config import Config
 from nplm_tf.training import run_setup
 from pipelines import corpus as corpus_lib
 from pipelines.errors import UserError

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from absl import flags
 
-from nplm_tf.config import Config
+from nplm_tf.core.config import Config
 from nplm_tf.experiments import recipe
 from pipelines import app, corpus_flags, files
 from pipelines.errors import UserError

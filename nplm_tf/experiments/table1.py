@@ -11,10 +11,10 @@ import dataclasses
 import math
 import os
 
-from nplm_tf import run_dir
 from nplm_tf.baselines import build as ngram_lib
 from nplm_tf.baselines import network_mixture
-from nplm_tf.config import Config
+from nplm_tf.core import run_dir
+from nplm_tf.core.config import Config
 from nplm_tf.experiments import curves
 from nplm_tf.network import loading, scoring
 from nplm_tf.training import trainer

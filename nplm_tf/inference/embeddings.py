@@ -11,8 +11,8 @@ import os
 
 import numpy as np
 
+from nplm_tf.core.run_dir import RunDir
 from nplm_tf.inference.network import read_weights
-from nplm_tf.run_dir import RunDir
 from pipelines import files
 from pipelines import vocabulary as vocab_lib
 

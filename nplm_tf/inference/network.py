@@ -24,9 +24,9 @@ import os
 import numpy as np
 
 from nplm_tf import engines
-from nplm_tf import run_dir as run_dir_lib
 from nplm_tf.baselines.ngram_arrays import TokenArrays
-from nplm_tf.config import Config, ConfigError
+from nplm_tf.core import run_dir as run_dir_lib
+from nplm_tf.core.config import Config, ConfigError
 from nplm_tf.network import forward, heads, loading
 
 CHUNK = 1024  # contexts per matmul at most: bounds the (rows, |V|) float32 logits held at once

@@ -39,7 +39,7 @@ import os
 import numpy as np
 
 from nplm_tf import engines
-from nplm_tf import run_dir as run_dir_lib
+from nplm_tf.core import run_dir as run_dir_lib
 from nplm_tf.inference import network
 from nplm_tf.network import heads
 from pipelines import corpora, files

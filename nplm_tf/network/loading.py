@@ -9,12 +9,12 @@ from __future__ import annotations
 import dataclasses
 import os
 
-from nplm_tf import run_dir as run_dir_lib
 from nplm_tf.baselines import build as ngram_lib
 from nplm_tf.baselines import kneser_ney as kn
-from nplm_tf.config import Config, ConfigError
+from nplm_tf.core import run_dir as run_dir_lib
+from nplm_tf.core.config import Config, ConfigError
+from nplm_tf.core.run_dir import RunDir
 from nplm_tf.network import heads
-from nplm_tf.run_dir import RunDir
 
 SCORING_PRECISION = "float32"  # every path that scores computes in it, whatever precision trained the model
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import keras
 import tensorflow as tf
 
-from nplm_tf.config import Config
+from nplm_tf.core.config import Config
 from nplm_tf.network import heads, objectives
 from nplm_tf.network import step as step_lib
 from nplm_tf.network.heads.ops import log_softmax_at, token_nll  # noqa: F401  (the softmax's losses)

@@ -23,9 +23,9 @@ import tempfile
 import keras
 import tensorflow as tf
 
-from nplm_tf import run_dir
 from nplm_tf.baselines import network_mixture, ngram_graph
-from nplm_tf.config import ConfigError
+from nplm_tf.core import run_dir
+from nplm_tf.core.config import ConfigError
 from nplm_tf.network import loading
 from nplm_tf.serving import server as server_lib
 from pipelines import files

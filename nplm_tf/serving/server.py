@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import tensorflow as tf
 
-from nplm_tf import config as config_lib
 from nplm_tf import engines
 from nplm_tf.baselines import mixture
+from nplm_tf.core import config as config_lib
 from nplm_tf.network import forward, heads
 from nplm_tf.serving import network as network_lib
 from nplm_tf.serving import sampling

@@ -17,13 +17,13 @@ import os
 
 import numpy as np
 
-from nplm_tf import run_dir as run_dir_lib
 from nplm_tf.baselines import build as ngram_lib
 from nplm_tf.baselines import cache as cache_lib
 from nplm_tf.baselines import mixture, network_mixture
 from nplm_tf.baselines.ngram_arrays import TokenArrays
+from nplm_tf.core import run_dir as run_dir_lib
+from nplm_tf.core.run_dir import RunDir
 from nplm_tf.inference.network import NumpyNetwork
-from nplm_tf.run_dir import RunDir
 from pipelines import corpus as corpus_lib
 from pipelines import files
 from pipelines import vocabulary as vocab_lib

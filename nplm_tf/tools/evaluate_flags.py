@@ -8,8 +8,8 @@ import os
 
 from absl import flags
 
-from nplm_tf import run_dir
 from nplm_tf.baselines import cache, network_mixture
+from nplm_tf.core import run_dir
 from nplm_tf.tools import ensemble, model_flags
 from pipelines import app, corpus_flags, files, tables
 from pipelines import corpus as corpus_lib

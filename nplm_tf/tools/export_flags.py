@@ -8,8 +8,8 @@ import os
 
 from absl import flags
 
-from nplm_tf import run_dir
-from nplm_tf.config import ConfigError
+from nplm_tf.core import run_dir
+from nplm_tf.core.config import ConfigError
 from nplm_tf.inference import nplm_format
 from nplm_tf.network import heads
 from nplm_tf.tools import ensemble, model_flags

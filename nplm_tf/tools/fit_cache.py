@@ -21,7 +21,7 @@ import os
 
 import numpy as np
 
-from nplm_tf import run_dir
+from nplm_tf.core import run_dir
 from pipelines import files
 
 FORMAT = 1  # bumped when what a fit means changes: older files are then not read

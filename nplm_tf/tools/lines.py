@@ -18,11 +18,11 @@ import time
 
 import numpy as np
 
-from nplm_tf import run_dir
 from nplm_tf.baselines import build as ngram_lib
 from nplm_tf.baselines import mixture as mixture_lib
 from nplm_tf.baselines import network_mixture
 from nplm_tf.baselines.ngram_arrays import TokenArrays
+from nplm_tf.core import run_dir
 from nplm_tf.inference.network import NumpyNetwork
 from nplm_tf.network import loading
 from nplm_tf.tools import fit_cache

@@ -9,8 +9,8 @@ import os
 
 from absl import flags
 
-from nplm_tf.config import PRECISIONS, ConfigError
-from nplm_tf.run_dir import RunDir, check_kind, check_trained, kind, refuse_other_kind
+from nplm_tf.core.config import PRECISIONS, ConfigError
+from nplm_tf.core.run_dir import RunDir, check_kind, check_trained, kind, refuse_other_kind
 from pipelines.corpus import split_patterns
 
 

@@ -8,8 +8,8 @@ import math
 import os
 import statistics
 
-from nplm_tf.config import Config
-from nplm_tf.run_dir import RunDir
+from nplm_tf.core.config import Config
+from nplm_tf.core.run_dir import RunDir
 from nplm_tf.tools.model_flags import match_model_dirs
 from pipelines import files, tables
 from pipelines.errors import UserError

@@ -14,9 +14,9 @@ import os
 
 import numpy as np
 
-from nplm_tf import run_dir
 from nplm_tf.baselines import build as ngram_lib
 from nplm_tf.baselines import mixture as mixture_lib
+from nplm_tf.core import run_dir
 from nplm_tf.inference import nplm_format
 from nplm_tf.inference.network import NumpyNetwork
 from nplm_tf.tools import ensemble

@@ -8,11 +8,11 @@ import dataclasses
 
 from absl import flags
 
-from nplm_tf import config as config_lib
-from nplm_tf import hardware, run_dir
-from nplm_tf.config import Config, ConfigError
+from nplm_tf.core import config as config_lib
+from nplm_tf.core import hardware, run_dir
+from nplm_tf.core.config import Config, ConfigError
+from nplm_tf.core.run_dir import RunDir
 from nplm_tf.network import heads
-from nplm_tf.run_dir import RunDir
 from nplm_tf.training import run_setup, strategies
 from pipelines import app, corpus_flags
 

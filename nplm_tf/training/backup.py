@@ -7,8 +7,8 @@ import os
 import keras
 import tensorflow as tf
 
-from nplm_tf.config import ConfigError
-from nplm_tf.run_dir import RunDir
+from nplm_tf.core.config import ConfigError
+from nplm_tf.core.run_dir import RunDir
 from pipelines import files
 
 

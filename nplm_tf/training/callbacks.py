@@ -10,8 +10,8 @@ import time
 import keras
 import tensorflow as tf
 
+from nplm_tf.core.run_dir import RunDir
 from nplm_tf.network import scoring
-from nplm_tf.run_dir import RunDir
 from pipelines import interrupts
 from pipelines.errors import UserError
 

@@ -5,10 +5,10 @@ from __future__ import annotations
 import dataclasses
 from typing import TYPE_CHECKING, Callable
 
-from nplm_tf import config as config_lib
-from nplm_tf.config import Config
+from nplm_tf.core import config as config_lib
+from nplm_tf.core.config import Config
+from nplm_tf.core.run_dir import RunDir
 from nplm_tf.network import heads
-from nplm_tf.run_dir import RunDir
 from pipelines import corpus as corpus_lib
 from pipelines import vocabulary as vocab_lib
 

@@ -14,8 +14,8 @@ from collections.abc import Callable
 import keras
 import tensorflow as tf
 
-from nplm_tf.config import Config
-from nplm_tf.run_dir import RunDir
+from nplm_tf.core.config import Config
+from nplm_tf.core.run_dir import RunDir
 from nplm_tf.training import backup
 from nplm_tf.training import callbacks as callbacks_lib
 from nplm_tf.training.data import Data

@@ -7,9 +7,9 @@ flag or a directory of another run is refused at once; `trainer.train_and_evalua
 
 from __future__ import annotations
 
-from nplm_tf.config import Config, ConfigError
+from nplm_tf.core.config import Config, ConfigError
+from nplm_tf.core.run_dir import RunDir, TrainingLock
 from nplm_tf.network import heads
-from nplm_tf.run_dir import RunDir, TrainingLock
 from nplm_tf.training import tail as tail_lib
 from nplm_tf.training.data import LARGE_VOCABULARY, Data, large_vocabulary_note, prepare_data
 from pipelines import corpus as corpus_lib

@@ -6,7 +6,7 @@ import json
 import os
 import socket
 
-from nplm_tf.config import ConfigError
+from nplm_tf.core.config import ConfigError
 
 
 def check_cpu_devices(num_devices: int) -> None:

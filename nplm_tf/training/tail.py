@@ -9,10 +9,10 @@ import shutil
 from nplm_tf.baselines import build as ngram_lib
 from nplm_tf.baselines import kneser_ney as kn
 from nplm_tf.baselines import network_mixture
-from nplm_tf.config import Config, ConfigError
+from nplm_tf.core.config import Config, ConfigError
+from nplm_tf.core.run_dir import RunDir
 from nplm_tf.network import heads
 from nplm_tf.network.loading import check_kneser_ney, check_tail_model, load_tail_ngram
-from nplm_tf.run_dir import RunDir
 from pipelines import corpus as corpus_lib
 from pipelines import files
 from pipelines import vocabulary as vocab_lib

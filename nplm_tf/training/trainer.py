@@ -1,7 +1,7 @@
 """train_and_evaluate(config, model_dir, corpus): the whole run with Keras `fit` (the epochs' callbacks and the
 resume: `training.loop`), resumable.
 
-The model directory (`nplm_tf.run_dir`) holds everything a run writes.
+The model directory (`nplm_tf.core.run_dir`) holds everything a run writes.
 Re-running the same command resumes from the last finished epoch with the
 optimizer state.
 """
@@ -18,11 +18,11 @@ import numpy as np
 import tensorflow as tf
 
 from nplm_tf.baselines import network_mixture
-from nplm_tf.config import STEPS_PER_EXECUTION, Config
+from nplm_tf.core.config import STEPS_PER_EXECUTION, Config
+from nplm_tf.core.run_dir import RunDir, TrainingLock
 from nplm_tf.inference import embeddings
 from nplm_tf.network import heads, loading, objectives, scoring
 from nplm_tf.network import model as model_lib
-from nplm_tf.run_dir import RunDir, TrainingLock
 from nplm_tf.serving import saved_model
 from nplm_tf.training import loop, run_setup, strategies
 from nplm_tf.training.data import Data

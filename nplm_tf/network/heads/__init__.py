@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import importlib
 
-from nplm_tf.config import ConfigError
+from nplm_tf.core.config import ConfigError
 from nplm_tf.network.heads.base import Head, Outputs  # noqa: F401  (the interface)
 
 # name -> (module, class); a new head is one file and one line here (and `config.TAILS`).

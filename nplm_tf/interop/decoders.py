@@ -1,7 +1,7 @@
 """A language model for pyctcdecode's CTC beam search: the network, its mixture, or an n-gram.
 
     import nplm_tf
-    from nplm_tf.decoders import PyCTCDecodeLM
+    from nplm_tf.interop.decoders import PyCTCDecodeLM
     from pyctcdecode import BeamSearchDecoderCTC, Alphabet
 
     lm = PyCTCDecodeLM(nplm_tf.LanguageModel("runs/mlp9"), alpha=0.5, beta=1.5)
@@ -27,7 +27,7 @@ from collections.abc import Collection
 from pyctcdecode.language_model import AbstractLanguageModel
 from pygtrie import CharTrie
 
-from nplm_tf.language_model import LanguageModel, State
+from nplm_tf.interop.language_model import LanguageModel, State
 from pipelines.errors import UserError
 
 AVG_TOKEN_LEN = 6  # pyctcdecode's: characters past which an unknown partial word's penalty grows

@@ -12,7 +12,7 @@ import math
 import numbers
 from typing import Any
 
-from nplm_tf import hardware
+from nplm_tf.core import hardware
 from pipelines import vocabulary
 from pipelines.errors import UserError
 

@@ -2,7 +2,7 @@
 network, its mixture, an ensemble or an n-gram, through `nplm_tf.LanguageModel`.
 
     import nplm_tf
-    from nplm_tf import flashlight_lm
+    from nplm_tf.interop import flashlight_lm
 
     model = nplm_tf.LanguageModel("runs/mlp9")                  # or normalized=False for a self-normalized one
     tokens = ["-", "|", *"abcdefghijklmnopqrstuvwxyz'"]          # CTC's blank, the word boundary, the letters
@@ -34,7 +34,7 @@ from flashlight.lib.text.decoder import (
 )
 from flashlight.lib.text.dictionary import Dictionary
 
-from nplm_tf.language_model import LanguageModel, State
+from nplm_tf.interop.language_model import LanguageModel, State
 from pipelines.errors import UserError
 
 EOS, UNK = "</s>", "<unk>"

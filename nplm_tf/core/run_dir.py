@@ -26,7 +26,7 @@ from __future__ import annotations
 import fcntl
 import os
 
-from nplm_tf.config import Config, ConfigError
+from nplm_tf.core.config import Config, ConfigError
 from pipelines import files
 from pipelines import vocabulary as vocab_lib
 

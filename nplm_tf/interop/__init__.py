@@ -1,0 +1,2 @@
+"""The model inside other programs: KenLM's Python interface (`LanguageModel`), pyctcdecode's and
+flashlight-text's decoders."""
