@@ -26,8 +26,9 @@ FILE = flags.DEFINE_string("file", None, "Internal: measure this one file and pr
 
 def measure(path: str) -> dict:
     from nplm_tf.core.config import Config
+    from nplm_tf.training import data
     from pipelines import corpus as corpus_lib
-    from pipelines import vocabulary, windows
+    from pipelines import vocabulary
 
     config = Config()
     split = corpus_lib.file_split(path)
@@ -35,7 +36,7 @@ def measure(path: str) -> dict:
     vocab = vocabulary.build(split, config.min_count, config.max_vocab)
     _, tokens, lines = vocabulary.count_split(split)
     prepare = time.perf_counter() - start
-    ds = windows.window_dataset(
+    ds = data.window_dataset(
         split, vocab, config.order, 256, tokens + lines, shuffle=True, shuffle_buffer=config.shuffle_buffer, seed=1
     )
     start = time.perf_counter()

@@ -1,8 +1,9 @@
 """The streaming tf.data pipeline: lines -> ids -> <s> padding -> n-gram windows.
 
 Each line becomes `<s>`*(n-1) + ids + `</s>`; a sliding window of width n over
-it gives one (context, target) pair per predicted token, so windows never cross
-a line. The context is in the text's order, oldest word first, as everywhere
+it (tensorflow-text's, in `nplm_tf.network.forward.windows`, which the caller
+passes in) gives one (context, target) pair per predicted token, so windows
+never cross a line. The context is in the text's order, oldest word first, as everywhere
 in the project (the n-grams, the network, the serving graph); the network reads
 it into the paper's x = (C(w_{t-1}), ..., C(w_{t-n+1})) itself. Nothing here holds the corpus's
 windows in Python memory; the shuffle buffer bounds what tf.data keeps.
@@ -11,9 +12,9 @@ windows in Python memory; the shuffle buffer bounds what tf.data keeps.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 import tensorflow as tf
-import tensorflow_text as tf_text
 
 from pipelines import corpus as corpus_lib
 from pipelines import vocabulary as vocab_lib
@@ -46,23 +47,19 @@ def _file_lines(path: tf.Tensor) -> tf.data.Dataset:
     return first.concatenate(lines.skip(1))
 
 
+# How lines of ids become windows: (flat ids int64, each line's length, n-1, <s> id, </s> id) -> (T, n) windows,
+# each predicted token's context, oldest first, then the token (`nplm_tf.network.forward.windows`, which the
+# model's scoring uses too, passed in by the caller: this package imports nothing from nplm_tf).
+Windowing = Callable[[tf.Tensor, tf.Tensor, int, int, int], tf.Tensor]
+
+
 def lines_windows(
-    lines: tf.Tensor, table: tf.lookup.StaticHashTable, order: int, bos_id: int, eos_id: int
+    lines: tf.Tensor, table: tf.lookup.StaticHashTable, order: int, bos_id: int, eos_id: int, windowing: Windowing
 ) -> tf.Tensor:
     """Lines (B,) to their windows in order, (Σ (tokens + 1), n): n-1 context ids, then the target id. One call
     windows a batch of lines, so tf.data's per-element cost is paid per batch, not per line."""
     tokens = tf.strings.split(lines)  # (B, None)
-    count, rows = tf.size(tokens.flat_values), tf.cast(tokens.nrows(), tf.int32)
-    line = tf.range(rows)
-    # Every line as <s>*(n-1) + ids + </s>, laid end to end: (T + n·B,). Token k of line r goes to k + n·r + n-1.
-    flat = tf.fill([count + order * rows], tf.constant(bos_id, tf.int64))
-    at = tf.range(count) + order * tf.cast(tokens.value_rowids(), tf.int32) + order - 1
-    flat = tf.tensor_scatter_nd_update(flat, at[:, None], table.lookup(tokens.flat_values))
-    ends = tf.cast(tokens.row_limits(), tf.int32) + order * line + order - 1
-    flat = tf.tensor_scatter_nd_update(flat, ends[:, None], tf.fill([rows], tf.constant(eos_id, tf.int64)))
-    windows = tf_text.sliding_window(flat, width=order, axis=0)  # also the n-1 windows across each line's end
-    per_line = tf.cast(tokens.row_lengths(), tf.int32) + 1  # a line's L + 1 windows start n-1 later per line
-    return tf.gather(windows, tf.range(tf.reduce_sum(per_line)) + (order - 1) * tf.repeat(line, per_line))
+    return windowing(table.lookup(tokens.flat_values), tokens.row_lengths(), order - 1, bos_id, eos_id)
 
 
 def _nonblank(lines: tf.Tensor) -> tf.Tensor:
@@ -96,6 +93,7 @@ def window_dataset(
     batch_size: int,
     tokens: int,
     *,
+    windowing: Windowing,
     shuffle: bool = False,
     shuffle_buffer: int = 100_000,
     seed: int = 0,
@@ -107,6 +105,7 @@ def window_dataset(
     Args:
       tokens: predicted tokens in the split (tokens + one `</s>` per line), from
         one counting pass; it fixes the cardinality so Keras counts steps right.
+      windowing: how a batch of lines' ids becomes windows (`Windowing`).
       shuffle: mix lines, then permute windows within blocks of `shuffle_buffer`
         consecutive windows (memory is bounded by the block, not the corpus).
       seed, epoch: the shuffle order is a pure function of (seed, epoch value
@@ -127,7 +126,7 @@ def window_dataset(
         # (context, target) before the last rebatch, once per block rather
         # than once per training batch.
         def windowed(batch):
-            found = lines_windows(batch, table, order, vocab.bos_id, vocab.eos_id)
+            found = lines_windows(batch, table, order, vocab.bos_id, vocab.eos_id, windowing)
             return found if shuffle else split_window(found)
 
         windows = lines.batch(_WINDOW_BATCH).map(_as_written(windowed), num_parallel_calls=AUTOTUNE, deterministic=True)

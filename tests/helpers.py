@@ -492,6 +492,20 @@ def module_file(name: str) -> str | None:
     return None
 
 
+def _imports_by_name(node: ast.AST) -> bool:
+    """Whether `node` is a call `importlib.import_module("a.literal.name")`."""
+    return (
+        isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Attribute)
+        and node.func.attr == "import_module"
+        and isinstance(node.func.value, ast.Name)
+        and node.func.value.id == "importlib"
+        and len(node.args) == 1
+        and isinstance(node.args[0], ast.Constant)
+        and isinstance(node.args[0].value, str)
+    )
+
+
 def imports_of(path: str, packages: bool = False) -> tuple[set[str], set[str]]:
     """(project files, third-party top-level names) that the module at `path` imports, anywhere in it; a
     package's `__init__.py` among them only with `packages`."""
@@ -517,6 +531,8 @@ def imports_of(path: str, packages: bool = False) -> tuple[set[str], set[str]]:
             for alias in node.names:  # `from pkg import module` names a module; `from module import name` does not
                 full = f"{node.module}.{alias.name}"
                 add(full if node.module.split(".")[0] in PACKAGES and module_file(full) else node.module)
+        elif _imports_by_name(node):  # importlib.import_module("name"): an import made on first use
+            add(node.args[0].value)
     project.discard(path)
     return {p for p in project if packages or not p.endswith("__init__.py")}, external
 

@@ -137,7 +137,7 @@ def test_the_log_normalizer_equals_a_float64_log_sum_exp_where_float32_would_ove
 
 
 def test_both_engines_window_lines_as_the_text_reads_them():
-    """`forward.windows` (the SavedModel's `score` and the NumPy network's scoring): each word, then `</s>`,
+    """`forward.windows` (training's pipeline, the SavedModel's `score`, the NumPy network's scoring): each word, then `</s>`,
     after its n − 1 words, `<s>`-padded at each line's start; an empty line predicts `</s>` alone."""
     import tensorflow as tf
 
@@ -151,9 +151,10 @@ def test_both_engines_window_lines_as_the_text_reads_them():
         expected += [padded[i : i + 3] for i in range(len(ids) + 1)]
     expected = np.array(expected)
     flat, lengths = np.array([w for ids in lines for w in ids]), np.array([len(ids) for ids in lines])
-    context, target = forward.windows(flat, lengths, 2, bos, eos, engines.NUMPY)
-    np.testing.assert_array_equal(np.c_[context, target], expected)
-    context, target = forward.windows(tf.constant(flat), tf.constant(lengths), 2, bos, eos, engines.TENSORFLOW)
-    np.testing.assert_array_equal(np.c_[context.numpy(), target.numpy()], expected)
-    empty = forward.windows(np.zeros(0, np.int64), np.zeros(0, np.int64), 2, bos, eos, engines.NUMPY)
-    assert empty[0].shape == (0, 2) and empty[1].shape == (0,)
+    np.testing.assert_array_equal(forward.windows(flat, lengths, 2, bos, eos, engines.NUMPY), expected)
+    window = forward.windows(tf.constant(flat), tf.constant(lengths), 2, bos, eos, engines.TENSORFLOW)
+    np.testing.assert_array_equal(window.numpy(), expected)
+    for engine in (engines.NUMPY, engines.TENSORFLOW):  # no line; one empty line
+        assert np.shape(forward.windows(np.zeros(0, np.int64), np.zeros(0, np.int64), 2, bos, eos, engine)) == (0, 3)
+        window = forward.windows(np.zeros(0, np.int64), np.array([0]), 2, bos, eos, engine)
+        np.testing.assert_array_equal(window, [[bos, bos, eos]])

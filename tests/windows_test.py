@@ -2,6 +2,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from nplm_tf.training import data
 from pipelines import corpus, vocabulary, windows
 
 
@@ -13,7 +14,7 @@ def all_windows(lines, order, **kwargs):
     split = corpus.Split("s", lines=tuple(lines))
     vocab = vocab_of(lines)
     tokens = sum(len(corpus.tokenize(line)) + 1 for line in lines if corpus.tokenize(line))
-    ds = windows.window_dataset(split, vocab, order, 4, tokens, **kwargs)
+    ds = data.window_dataset(split, vocab, order, 4, tokens, **kwargs)
     pairs = [(tuple(c), t) for ctx, tgt in ds.as_numpy_iterator() for c, t in zip(ctx, tgt)]
     return vocab, pairs, ds
 
@@ -41,7 +42,7 @@ def test_exact_windows_with_padding_and_no_line_crossing():
 def test_unknown_words_map_to_unk_and_blank_lines_are_skipped():
     split = corpus.Split("s", lines=("x y", "", "   ", "x zz"))
     vocab = vocabulary.build(corpus.Split("t", lines=("x x",)), 2)
-    ds = windows.window_dataset(split, vocab, 2, 8, 6)
+    ds = data.window_dataset(split, vocab, 2, 8, 6)
     ctx, tgt = next(iter(ds))
     assert tgt.numpy().tolist() == [2, 1, 0, 2, 1, 0]  # x <unk> </s> x <unk> </s>
     assert ctx.numpy()[:, 0].tolist() == [3, 2, 1, 3, 2, 1]
@@ -61,7 +62,7 @@ def test_shuffle_order_is_a_function_of_seed_and_epoch():
     split = corpus.Split("s", lines=tuple(lines))
     vocab = vocab_of(lines)
     epoch = tf.Variable(0, dtype=tf.int64)
-    ds = windows.window_dataset(split, vocab, 3, 8, 620, shuffle=True, shuffle_buffer=100, seed=1, epoch=epoch)
+    ds = data.window_dataset(split, vocab, 3, 8, 620, shuffle=True, shuffle_buffer=100, seed=1, epoch=epoch)
 
     def order():
         return np.concatenate([t for _, t in ds.as_numpy_iterator()]).tolist()
@@ -103,7 +104,7 @@ def test_a_files_byte_order_mark_is_not_part_of_its_first_word(tmp_path):
     assert list(split.iter_lines()) == ["the cat sat\n", "the dog \ufeffsat\n"] * 2  # only a file's first character
     vocab = vocabulary.build(split, 1)
     assert "the" in vocab.words and "\ufeffthe" not in vocab.words
-    ds = windows.window_dataset(split, vocab, 2, 100, 16)
+    ds = data.window_dataset(split, vocab, 2, 100, 16)
     targets = [vocab.words[i] for _, t in ds.as_numpy_iterator() for i in t]
     assert targets == ["the", "cat", "sat", "</s>", "the", "dog", "\ufeffsat", "</s>"] * 2
 
@@ -131,7 +132,7 @@ def test_lines_are_windowed_in_batches_exactly_as_one_by_one(monkeypatch, filter
     vocab = vocab_of(lines)
     tokens = len(reference_windows(lines, vocab, 4))
     split = corpus.Split("s", lines=tuple(lines))
-    ds = windows.window_dataset(split, vocab, 4, 16, tokens)
+    ds = data.window_dataset(split, vocab, 4, 16, tokens)
     pairs = [(tuple(c), t) for ctx, tgt in ds.as_numpy_iterator() for c, t in zip(ctx, tgt)]
     assert pairs == reference_windows(lines, vocab, 4)
     assert len(pairs) == tokens and any(not corpus.tokenize(line) for line in lines)

@@ -175,5 +175,19 @@ class Numpy:
         out[rows] += values
         return out
 
+    @staticmethod
+    def scatter_into(size, fill, at, values):
+        """A vector of `size` `fill`s (int64) with `values` at the indices `at` (distinct)."""
+        out = np.full(int(size), fill, np.int64)
+        out[at] = values
+        return out
+
+    @staticmethod
+    def sliding_window(x, width: int):
+        """Every `width` consecutive entries of a vector, (len(x) - width + 1, width) (none when shorter)."""
+        if len(x) < width:
+            return np.zeros((0, width), np.asarray(x).dtype)
+        return np.lib.stride_tricks.sliding_window_view(x, width)
+
 
 NUMPY = Numpy()

@@ -143,5 +143,15 @@ class TensorFlow:
         tf = _tf()
         return base + tf.scatter_nd(rows[:, None], values, tf.shape(base, out_type=tf.int64))
 
+    @staticmethod
+    def scatter_into(size, fill, at, values):
+        tf = _tf()
+        return tf.tensor_scatter_nd_update(tf.fill([size], tf.constant(fill, tf.int64)), at[:, None], values)
+
+    @staticmethod
+    def sliding_window(x, width: int):
+        # tensorflow-text's, which slices and stacks with core ops: a SavedModel's graph holds no op of its own.
+        return importlib.import_module("tensorflow_text").sliding_window(x, width=width, axis=0)
+
 
 TENSORFLOW = TensorFlow()

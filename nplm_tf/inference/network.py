@@ -204,7 +204,8 @@ class NumpyNetwork:
         `<s>`-padded, and targets (T,) (`forward.windows`, which the SavedModel's scoring uses too)."""
         flat = np.fromiter((w for ids in lines for w in ids), np.int64)
         lengths = np.array([len(ids) for ids in lines], np.int64)
-        return forward.windows(flat, lengths, self.context_size, self.bos_id, 0, engines.NUMPY)  # </s> is id 0
+        window = forward.windows(flat, lengths, self.context_size, self.bos_id, 0, engines.NUMPY)  # </s> is id 0
+        return window[:, : self.context_size], window[:, self.context_size]
 
     def line_log_probs(self, lines: list[list[int]]) -> np.ndarray:
         """ln P of every predicted token of the lines, in order (each line's words, then `</s>`)."""

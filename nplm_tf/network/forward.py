@@ -26,22 +26,26 @@ def output_layer_inputs(x, H, d, direct: bool, dropout=None, engine=engines.TENS
 
 
 def windows(flat_ids, lengths, context_size: int, bos_id: int, eos_id: int, engine=engines.TENSORFLOW):
-    """Every predicted token of some lines (each word, then `</s>`), from their ids laid end to end (`flat_ids`,
-    int64) and each line's length: contexts (T, c) oldest first, `<s>`-padded, and targets (T,), T = Σ (L + 1).
+    """Every predicted token of some lines (each word, then `</s>`) as a window (T, c + 1), T = Σ (L + 1): its
+    `<s>`-padded context, oldest word first, then the token. `flat_ids` (int64) are the lines' ids laid end to
+    end, `lengths` each line's count.
 
-    Index arithmetic and gathers only, the same in both engines: the SavedModel's `score` and the NumPy
-    network's scoring window text this way (training's tf.data pipeline windows its batches of lines with
-    tensorflow-text's sliding window, `pipelines.windows`, for speed)."""
+    Each line becomes `<s>`·c + ids + `</s>`, the lines laid end to end; a sliding window of width c + 1 over
+    that gives the windows, less the c that cross from one line into the next. Training's tf.data pipeline
+    (`pipelines.windows`), the SavedModel's `score` and the NumPy network's scoring all window text here."""
     lengths = engine.int64(lengths)
-    predicted = lengths + 1
-    line = engine.repeat(engine.arange(engine.size(lengths)), predicted)  # (T,) each token's line
-    first = engine.cumsum(predicted) - predicted  # each line's first predicted token
-    position = engine.arange(engine.sum(predicted)) - engine.gather(first, line)  # (T,) within its line
-    offset = position[:, None] + (engine.arange(context_size + 1) - context_size)[None, :]  # (T, c + 1)
-    length = engine.gather(lengths, line)[:, None]
-    inside = (offset >= 0) & (offset < length)
-    start = engine.gather(engine.cumsum(lengths) - lengths, line)[:, None]  # the line's first id in flat_ids
-    ids = engine.concat([engine.int64(flat_ids), engine.int64([bos_id])], axis=0)  # one more: outside reads it
-    read = engine.gather(ids, engine.where(inside, start + offset, engine.size(ids) - 1))
-    window = engine.where(inside, read, engine.where(offset == length, eos_id, bos_id))
-    return window[:, :context_size], window[:, context_size]
+    width = context_size + 1
+    line = engine.arange(engine.size(lengths))
+    # The k-th id of all (k counting across lines) of line r goes width·r + c places on: each line before it
+    # added c `<s>` and one `</s>`; its `</s>` follows its last id.
+    at = engine.arange(engine.sum(lengths)) + width * engine.repeat(line, lengths) + context_size
+    ends = engine.cumsum(lengths) + width * line + context_size
+    padded = engine.scatter_into(
+        engine.sum(lengths) + width * engine.size(lengths),
+        bos_id,
+        engine.concat([at, ends], axis=0),
+        engine.concat([engine.int64(flat_ids), engine.ones_like(ends) * eos_id], axis=0),
+    )
+    predicted = lengths + 1  # a line's windows start c places later for each line before it
+    keep = engine.arange(engine.sum(predicted)) + context_size * engine.repeat(line, predicted)
+    return engine.gather(engine.sliding_window(padded, width), keep)

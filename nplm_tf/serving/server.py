@@ -132,8 +132,8 @@ class Server(tf.Module):
         (B+1,) (`forward.windows`, which the NumPy network's scoring uses too)."""
         lengths = ids.row_lengths()
         splits = tf.concat([[0], tf.cumsum(lengths + 1)], axis=0)  # predicted tokens per row
-        context, target = forward.windows(ids.flat_values, lengths, self.context_size, self.bos_id, self.eos_id)
-        return context, target, splits
+        window = forward.windows(ids.flat_values, lengths, self.context_size, self.bos_id, self.eos_id)
+        return window[:, : self.context_size], window[:, self.context_size], splits
 
     # --------------------------------------------------------- probabilities --
 

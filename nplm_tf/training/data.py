@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Callable
 from nplm_tf.core import config as config_lib
 from nplm_tf.core.config import Config
 from nplm_tf.core.run_dir import RunDir
-from nplm_tf.network import heads
+from nplm_tf.network import forward, heads
 from pipelines import corpus as corpus_lib
 from pipelines import vocabulary as vocab_lib
 
@@ -36,11 +36,14 @@ class Data:
         self, corpus: corpus_lib.Corpus, split: str, config: Config, head: heads.Head | None = None, **kwargs
     ) -> tf.data.Dataset:
         """The windows of `split`: batches of `batch_size` (training), else as a model with `head` scores them."""
-        # deferred: TensorFlow and tensorflow-text loads when this runs, not with the module
-        from pipelines import windows
-
-        batch = kwargs.pop("batch_size", None) or eval_batch_size(head)
-        return windows.window_dataset(corpus[split], self.vocab, config.order, batch, self.tokens[split], **kwargs)
+        return window_dataset(
+            corpus[split],
+            self.vocab,
+            config.order,
+            kwargs.pop("batch_size", None) or eval_batch_size(head),
+            self.tokens[split],
+            **kwargs,
+        )
 
     def train_dataset(self, corpus: corpus_lib.Corpus, config: Config, epoch) -> tf.data.Dataset:
         """The shuffled training batches of `epoch` (a number, or a variable read as each iterator starts)."""
@@ -66,11 +69,15 @@ def eval_dataset(
 ) -> tf.data.Dataset:
     """Every window of `split`, in order, for exact scoring by a model with `head` (counts the split's tokens
     once)."""
-    # deferred: TensorFlow and tensorflow-text loads when this runs, not with the module
+    return window_dataset(split, vocab, config.order, eval_batch_size(head), split_tokens(split))
+
+
+def window_dataset(split: corpus_lib.Split, vocab: vocab_lib.Vocabulary, order: int, batch: int, tokens: int, **kwargs):
+    """`pipelines.windows.window_dataset`, windowing as the model's scoring does (`forward.windows`)."""
+    # deferred: TensorFlow loads when this runs, not with the module
     from pipelines import windows
 
-    batch = eval_batch_size(head)
-    return windows.window_dataset(split, vocab, config.order, batch, split_tokens(split))
+    return windows.window_dataset(split, vocab, order, batch, tokens, windowing=forward.windows, **kwargs)
 
 
 def prepare_data(
