@@ -101,7 +101,7 @@ def test_an_averaged_run_validates_keeps_and_scores_the_average_and_trains_on_it
     assert metrics["valid_perplexity"] == pytest.approx(min(h["valid_perplexity"] for h in history.values()))
     # The last backup holds the raw weights and, with the optimizer's state, their average: the average is
     # what epoch 2 recorded; the raw weights, from which training would go on, score otherwise.
-    backed_up = trainer.build_compiled_model(config, vocab, tf.distribute.get_strategy(), model.head)
+    backed_up = trainer.build_compiled_model(config, vocab.counts, tf.distribute.get_strategy(), model.head)
     assert backup.restore_backup(backed_up, run) == 2
     raw = scoring.score(backed_up, valid, vocab.unk_id).perplexity
     backed_up.optimizer.finalize_variable_values(backed_up.trainable_variables)

@@ -30,7 +30,6 @@ from nplm_tf.core.config import Config
 from nplm_tf.core.run_dir import RunDir, TrainingLock
 from nplm_tf.distributed import collectives, local_sgd
 from nplm_tf.network import heads, loading, objectives
-from nplm_tf.network import model as model_lib
 from nplm_tf.network import step as step_lib
 from nplm_tf.training import loop, run_setup, trainer
 from nplm_tf.training.data import Data
@@ -113,11 +112,7 @@ def _train_multi_worker(
         train_epoch = synchronous_epochs(model, optimizer, config, data, corpus, steps, strategy)
         record_extra = None
     valid_ds = data.dataset(corpus, "valid", config, head)
-    print(
-        f"training {model.count_params():,} parameters on {replicas} replica(s); "
-        f"{data.tokens['train']:,} train tokens, |V| = {data.vocab.size:,}",
-        flush=True,
-    )
+    loop.announce(model, replicas, data)
     # Every worker validates and stops early by the same history; only the chief writes.
     callbacks = loop.callbacks(run, config, data, valid_ds, writer=chief, record_extra=record_extra)
     loop.drive(model, callbacks, config, first, steps, train_epoch)
@@ -165,16 +160,12 @@ def local_epochs(rounds: local_sgd.LocalSGD, config: Config, data: Data, corpus,
 
 def build(config: Config, head: heads.Head, strategy: tf.distribute.Strategy, local: bool = False, counts=None):
     """The model of `head` (the run's, `heads.make`) and its built optimizer, the same initial weights on every
-    worker.
-
-    In `strategy`'s scope (mirrored variables), or with `local` outside it:
-    each worker's own variables, for local SGD.
-    """
+    worker (`trainer.build_compiled_model`): in `strategy`'s scope (mirrored variables), or with `local` outside
+    it, each worker's own variables, for local SGD."""
     keras.utils.set_random_seed(config.seed)  # the same initial weights as a run with any other worker count
+    scope = None if local else strategy
+    model = trainer.build_compiled_model(config, counts, scope, head)
     with contextlib.nullcontext() if local else strategy.scope():
-        model = model_lib.build_model(config, head)
-        # Compiled as Keras's fit would have it: the callbacks read its optimizer, the backup saves its state.
-        model_lib.compile_model(model, config, objective=objectives.of_config(config, head, counts))
         model.optimizer.build(model.trainable_variables)
     return model, model.optimizer
 

@@ -68,6 +68,15 @@ def callbacks(
     ]
 
 
+def announce(model: keras.Model, replicas: int, data: Data) -> None:
+    """The run's first line: what trains, on how many replicas, on how much text."""
+    print(
+        f"training {model.count_params():,} parameters on {replicas} replica(s); "
+        f"{data.tokens['train']:,} train tokens, |V| = {data.vocab.size:,}",
+        flush=True,
+    )
+
+
 def resume(model: keras.Model, run: RunDir, config: Config) -> int:
     """Loads the run's newest backup into `model` (weights and optimizer state; in the strategy's scope for
     mirrored variables) and returns the first epoch to train: `config.epochs` when the epochs recorded before it

@@ -33,12 +33,15 @@ from pipelines.errors import UserError
 
 
 def build_compiled_model(
-    config: Config, vocab: vocab_lib.Vocabulary, strategy: tf.distribute.Strategy, head: heads.Head
+    config: Config, counts, strategy: tf.distribute.Strategy | None, head: heads.Head
 ) -> keras.Model:
-    with strategy.scope():
+    """The model of `head` (the run's) compiled to train its objective (`counts`: the vocabulary's train counts,
+    which a sampled objective's noise reads), its variables in `strategy`'s scope (None: this process's own,
+    as a local-SGD worker's). Every loop builds its model here."""
+    with strategy.scope() if strategy is not None else contextlib.nullcontext():
         model = model_lib.build_model(config, head)
-        steps = STEPS_PER_EXECUTION if strategy.num_replicas_in_sync == 1 else 1
-        objective = objectives.of_config(config, head, vocab.counts)
+        steps = STEPS_PER_EXECUTION if strategy is None or strategy.num_replicas_in_sync == 1 else 1
+        objective = objectives.of_config(config, head, counts)
         model_lib.compile_model(model, config, steps_per_execution=steps, objective=objective)
     return model
 
@@ -108,14 +111,10 @@ def _train_and_evaluate(
     train_ds = data.train_dataset(corpus, config, epoch)
     valid_ds = data.dataset(corpus, "valid", config, head)
     if model is None:
-        model = build_compiled_model(config, data.vocab, strategy, head)
+        model = build_compiled_model(config, data.vocab.counts, strategy, head)
     model.head = head  # a model built by the caller (keras-tuner) scores with the run's tail n-gram
     init_output_bias(model, data.vocab)  # a resume restores the trained b over this
-    print(
-        f"training {model.count_params():,} parameters on {strategy.num_replicas_in_sync} replica(s); "
-        f"{data.tokens['train']:,} train tokens, |V| = {data.vocab.size:,}",
-        flush=True,
-    )
+    loop.announce(model, strategy.num_replicas_in_sync, data)
 
     if verbose is None:
         verbose = 1 if sys.stdout.isatty() else 2
