@@ -83,8 +83,15 @@ def test_the_folders_import_one_way():
 
 def test_config_imports_no_model_code_and_run_dir_builds_no_model():
     graph = import_graph()
-    assert set(graph.get("nplm_tf/config", {})) <= {"nplm_tf/hardware", "pipelines"}
-    assert set(graph.get("nplm_tf/run_dir", {})) <= {"nplm_tf/config", "pipelines"}
+    assert set(graph["nplm_tf/core"]) == {"pipelines"}  # the core reads the pipelines' files and nothing more
+    modules = module_graph()
+    project = lambda path: {m for m in modules[path] if not m.endswith("__init__.py")}  # noqa: E731
+    assert project("nplm_tf/core/config.py") <= {"nplm_tf/core/hardware.py"} | _pipelines(modules)
+    assert project("nplm_tf/core/run_dir.py") <= {"nplm_tf/core/config.py"} | _pipelines(modules)
+
+
+def _pipelines(modules: dict) -> set[str]:
+    return {m for edges in modules.values() for m in edges if m.startswith("pipelines/")}
 
 
 def test_a_cycle_is_found_where_there_is_one():
@@ -219,3 +226,14 @@ def test_an_import_inside_a_function_defers_a_heavy_package_and_says_so():
     assert not light, "imports inside functions that load nothing heavy (import them at the top):\n" + "\n".join(light)
     silent = [f"{path}:{line}: {text}" for path, line, text, _, said in found if not said]
     assert not silent, "deferred imports no comment explains:\n" + "\n".join(silent)
+
+
+def test_the_top_level_of_nplm_tf_holds_the_binaries_alone():
+    """Library modules live in subpackages (`core/`, `interop/`, ...); each top-level module is a binary."""
+    top = glob.glob("nplm_tf/*.py", root_dir=helpers.ROOT)
+    library = []
+    for path in sorted(top):
+        with open(os.path.join(helpers.ROOT, path), encoding="utf-8") as f:
+            if path != "nplm_tf/__init__.py" and "app.run(" not in f.read():
+                library.append(path)
+    assert len(top) > 10 and library == []
