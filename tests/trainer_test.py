@@ -376,6 +376,27 @@ def test_a_run_backed_up_by_keras_backup_and_restore_still_resumes(tmp_path):
         np.testing.assert_array_equal(a, b)
 
 
+def test_a_resumed_run_that_had_run_out_of_patience_trains_no_more(tmp_path, capsys):
+    """A run stopped early and killed before its end was written resumes after its last epoch with nothing
+    left to train (it used to train one epoch more): `loop.resume`, which every strategy's run calls."""
+    from nplm_tf.training import loop
+
+    model = keras.Sequential([keras.Input((3,)), keras.layers.Dense(2)])
+    model.compile(optimizer=keras.optimizers.SGD(0.1), loss="mse")
+    run = RunDir(str(tmp_path))
+    model.fit(
+        np.ones((8, 3), np.float32),
+        np.zeros((8, 2), np.float32),
+        epochs=3,
+        verbose=0,
+        callbacks=[backup.EpochBackup(run)],
+    )
+    run.write_history({e: {"valid_perplexity": v} for e, v in enumerate([10.0, 11.0, 12.0])})
+    assert loop.resume(model, run, helpers.tiny_config(epochs=10, patience=2)) == 10
+    assert "stopping early: no better valid perplexity for 2 epochs" in capsys.readouterr().out
+    assert loop.resume(model, run, helpers.tiny_config(epochs=10, patience=3)) == 3  # patience left: epoch 4 next
+
+
 def test_a_multi_worker_run_checkpointed_by_an_older_version_still_resumes(tmp_path):
     """Multi-worker runs once kept tf.train checkpoints (model, optimizer, epoch) in checkpoints/ instead of
     backup/; they resume from them, not restart."""
