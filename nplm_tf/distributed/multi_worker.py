@@ -112,7 +112,7 @@ def _train_multi_worker(
         train_epoch = synchronous_epochs(model, optimizer, config, data, corpus, steps, strategy)
         record_extra = None
     valid_ds = data.dataset(corpus, "valid", config, head)
-    loop.announce(model, replicas, data)
+    loop.print_start(model, replicas, data)
     # Every worker validates and stops early by the same history; only the chief writes.
     callbacks = loop.callbacks(run, config, data, valid_ds, writer=chief, record_extra=record_extra)
     loop.drive(model, callbacks, config, first, steps, train_epoch)

@@ -196,9 +196,9 @@ class ValidationRecorder(keras.callbacks.Callback):
                 **curve,
                 **(self.record_extra() if self.record_extra else {}),
             }
-            if self.writer:
-                record_epoch(self.run, self.model, epoch, record, self.history)
             self.history[epoch] = record
+            if self.writer:
+                record_epoch(self.run, self.model, epoch, self.history)
         logs["val_perplexity"] = valid.perplexity
         logs["tokens_per_s"] = round(self.train_tokens / seconds)
         if self.announce:
@@ -229,14 +229,12 @@ def averaged_weights(model: keras.Model):
             variable.assign(value)
 
 
-def record_epoch(run: RunDir, model: keras.Model, epoch: int, record: dict, history: dict[int, dict]) -> None:
-    """Saves the weights if this epoch is the best of `history` so far, then `history` with its entry (keyed by
-    epoch) as history.json."""
-    history = {**history}
+def record_epoch(run: RunDir, model: keras.Model, epoch: int, history: dict[int, dict]) -> None:
+    """Saves the weights if epoch `epoch` is the best of `history` (which holds its record, keyed by epoch), then
+    `history` as history.json."""
     others = [h["valid_perplexity"] for e, h in history.items() if e != epoch]
-    if not others or record["valid_perplexity"] < min(others):
+    if not others or history[epoch]["valid_perplexity"] < min(others):
         run.save_best_weights(model)
-    history[epoch] = record
     run.write_history(history)
 
 

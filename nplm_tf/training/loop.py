@@ -43,6 +43,7 @@ def callbacks(
         progress line within long epochs.
       record_extra: more of each epoch's record in history.json (local SGD's dealing).
     """
+    announce = announce and writer  # only the writer speaks
     step_loss = callbacks_lib.StepLoss(run) if writer else None
     recorder = callbacks_lib.ValidationRecorder(
         run,
@@ -50,25 +51,27 @@ def callbacks(
         data.tokens["train"],
         data.vocab.unk_id,
         step_loss,
-        announce=announce and writer,
+        announce=announce,
         writer=writer,
         record_extra=record_extra,
     )
-    writing = [keras.callbacks.TensorBoard(run.logs_dir, write_graph=False, profile_batch=0), backup.EpochBackup(run)]
-    progress = announce and writer
     return [
         callbacks_lib.Interruptible(),
         *([callbacks_lib.EpochSeed(epoch)] if epoch is not None else []),
         *([step_loss] if step_loss else []),  # before ValidationRecorder, which keeps its curve
         recorder,
-        *([callbacks_lib.EpochProgress(data.tokens["train"], config.batch_size, config.epochs)] if progress else []),
+        *([callbacks_lib.EpochProgress(data.tokens["train"], config.batch_size, config.epochs)] if announce else []),
         callbacks_lib.ResumableEarlyStopping(recorder, config.patience, config.min_improvement),
-        *(writing if writer else []),
+        *(
+            [keras.callbacks.TensorBoard(run.logs_dir, write_graph=False, profile_batch=0), backup.EpochBackup(run)]
+            if writer
+            else []
+        ),
         *extra,
     ]
 
 
-def announce(model: keras.Model, replicas: int, data: Data) -> None:
+def print_start(model: keras.Model, replicas: int, data: Data) -> None:
     """The run's first line: what trains, on how many replicas, on how much text."""
     print(
         f"training {model.count_params():,} parameters on {replicas} replica(s); "

@@ -114,7 +114,7 @@ def _train_and_evaluate(
         model = build_compiled_model(config, data.vocab.counts, strategy, head)
     model.head = head  # a model built by the caller (keras-tuner) scores with the run's tail n-gram
     init_output_bias(model, data.vocab)  # a resume restores the trained b over this
-    loop.announce(model, strategy.num_replicas_in_sync, data)
+    loop.print_start(model, strategy.num_replicas_in_sync, data)
 
     if verbose is None:
         verbose = 1 if sys.stdout.isatty() else 2
