@@ -34,18 +34,18 @@ def windows(flat_ids, lengths, context_size: int, bos_id: int, eos_id: int, engi
     that gives the windows, less the c that cross from one line into the next. Training's tf.data pipeline
     (`pipelines.windows`), the SavedModel's `score` and the NumPy network's scoring all window text here."""
     lengths = engine.int64(lengths)
-    width = context_size + 1
-    line = engine.arange(engine.size(lengths))
+    width, lines, tokens = context_size + 1, engine.size(lengths), engine.sum(lengths)
+    line = engine.arange(lines)
     # The k-th id of all (k counting across lines) of line r goes width·r + c places on: each line before it
     # added c `<s>` and one `</s>`; its `</s>` follows its last id.
-    at = engine.arange(engine.sum(lengths)) + width * engine.repeat(line, lengths) + context_size
+    at = engine.arange(tokens) + width * engine.repeat(line, lengths) + context_size
     ends = engine.cumsum(lengths) + width * line + context_size
     padded = engine.scatter_into(
-        engine.sum(lengths) + width * engine.size(lengths),
+        tokens + width * lines,
         bos_id,
         engine.concat([at, ends], axis=0),
         engine.concat([engine.int64(flat_ids), engine.ones_like(ends) * eos_id], axis=0),
     )
     predicted = lengths + 1  # a line's windows start c places later for each line before it
-    keep = engine.arange(engine.sum(predicted)) + context_size * engine.repeat(line, predicted)
+    keep = engine.arange(tokens + lines) + context_size * engine.repeat(line, predicted)
     return engine.gather(engine.sliding_window(padded, width), keep)
