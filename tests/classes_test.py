@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from nplm_tf import engines
 from nplm_tf.core import config as config_lib
 from nplm_tf.network import heads
-from nplm_tf.network.heads import base
 from nplm_tf.network.layer import NPLMLayer
 from tests import helpers
 
@@ -42,7 +42,7 @@ def test_the_words_go_into_frequency_bands_of_equal_size_and_no_class_is_empty(a
 
 
 def test_it_is_the_product_of_the_two_softmaxes_and_every_engine_agrees():
-    """distribution, log_prob, top_k (TensorFlow) and their NumPy twins against the product computed word by word;
+    """distribution, log_prob, top_k in both engines against the product computed word by word;
     taking a class's softmax over the wrong outputs, or leaving the class factor out, fails it."""
     head = heads.named("classes", 6, V)
     assert (head.classes, head.size) == (6, 6)
@@ -51,12 +51,12 @@ def test_it_is_the_product_of_the_two_softmaxes_and_every_engine_agrees():
     np.testing.assert_allclose(expected.sum(axis=1), 1.0, rtol=1e-12)
     contexts = tf.zeros([20, 2], tf.int64)
     np.testing.assert_allclose(head.distribution(logits, contexts).numpy(), expected, rtol=1e-9)
-    np.testing.assert_allclose(head.np_distribution(base.Outputs(logits=logits.numpy()), None), expected, rtol=1e-6)
+    np.testing.assert_allclose(head.distribution(logits.numpy(), None, engines.NUMPY), expected, rtol=1e-6)
     rows, targets = np.repeat(np.arange(20), V), np.tile(np.arange(V), 20)
     every = tf.gather(logits, rows)
     ln = head.log_prob(every, tf.gather(contexts, rows), tf.constant(targets)).numpy().reshape(20, V)
     np.testing.assert_allclose(ln, np.log(expected), rtol=1e-5, atol=1e-6)
-    np_ln = head.np_log_probs(base.Outputs(logits=every.numpy()), targets).reshape(20, V)
+    np_ln = head.log_prob(every.numpy(), None, targets, engines.NUMPY).reshape(20, V)
     np.testing.assert_allclose(np_ln, np.log(expected), rtol=1e-5, atol=1e-6)
     nll = head.nll(tf.constant(targets), every).numpy().reshape(20, V)
     np.testing.assert_allclose(nll, -np.log(expected), rtol=1e-5, atol=1e-6)
@@ -70,7 +70,7 @@ def test_it_is_the_product_of_the_two_softmaxes_and_every_engine_agrees():
 def test_it_starts_from_the_unigram_model():
     head = heads.named("classes", 6, V)
     counts = np.arange(V, 0, -1) * 5.0
-    p = head.np_distribution(base.Outputs(logits=head.initial_bias(counts)[None, :]), None)[0]
+    p = head.distribution(head.initial_bias(counts)[None, :], None, engines.NUMPY)[0]
     np.testing.assert_allclose(p, (counts + 1) / (counts + 1).sum(), rtol=1e-5)
 
 

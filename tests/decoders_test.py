@@ -173,7 +173,9 @@ def test_the_ctc_benchmark_decodes_with_each_model_and_names_the_weights_tuned_a
 
 def test_the_readmes_decoder_snippet_runs_as_written(model_dir, tmp_path):
     """The README's LanguageModel and pyctcdecode snippet, copied out of the README and run as it stands (its
-    model path swapped for the tiny model's): it defines its labels and emissions, and decodes what they spell."""
+    model path swapped for the tiny model's): it defines its labels and emissions, and decodes what they spell;
+    the next words it ranks come most probable first."""
+    import ast
     import os
     import subprocess
     import sys
@@ -189,8 +191,11 @@ def test_the_readmes_decoder_snippet_runs_as_written(model_dir, tmp_path):
         [sys.executable, "-c", code], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300
     )
     assert result.returncode == 0, result.stderr[-2000:]
-    score, first, decoded = result.stdout.splitlines()[-3:]
+    score, scored, decoded = result.stdout.splitlines()[-3:]
+    first, best = scored.split(" ", 1)
     assert float(score) < float(first) < 0 and decoded == "the jury said"
+    values = [value for _, value in ast.literal_eval(best)]
+    assert len(values) == 3 and values == sorted(values, reverse=True) and values[0] < 0
 
 
 def test_the_asr_extra_installs_kenlm_beside_pyctcdecodes_needs():

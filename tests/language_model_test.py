@@ -183,6 +183,30 @@ def test_bad_input_is_one_sentence(models, tmp_path):
         model.BaseScore(state, 7, out)
     with pytest.raises(UserError, match="a sentence must be a string, not list"):
         model.score(["the", "cat"])
+    with pytest.raises(UserError, match=r"k=-1 must be an integer in \[0, \|V\| = "):
+        model.top_words(state, -1)
+    with pytest.raises(UserError, match="seed=1.5 must be an integer"):
+        model.sample_word(state, 1.5)
+
+
+@pytest.mark.parametrize("name,mixture", [("kn3", True), ("class", True), ("class", False), ("softmax", True)])
+def test_the_next_words_are_the_distributions_best_and_drawn_from_it(models, name, mixture):
+    """`top_words` is the next-word distribution's best, ties to the lower id, whoever ranks it (an n-gram's or
+    a mixture's whole distribution; a lone network's head, a class tail's without the distribution);
+    `sample_word` draws what its seed says, and never `<unk>` unless allowed."""
+    model = nplm_tf.LanguageModel(models[name], mixture=mixture)
+    start, state = nplm_tf.State(), nplm_tf.State()
+    model.BeginSentenceWrite(start)
+    model.BaseScore(start, "the", state)
+    log10 = model.next_word_log10(state)
+    order = np.argsort(-log10, kind="stable")
+    for k in (0, 1, 5, model.vocab_size):
+        top = model.top_words(state, k)
+        assert [word for word, _ in top] == [model.vocab.words[i] for i in order[:k]]
+        np.testing.assert_allclose([value for _, value in top], log10[order[:k]], rtol=0, atol=1e-6)
+    drawn = [model.sample_word(state, seed) for seed in range(300)]
+    assert drawn == [model.sample_word(state, seed) for seed in range(300)]
+    assert "<unk>" not in drawn and len(set(drawn)) > 3
 
 
 def test_it_loads_and_scores_without_tensorflow(models, tmp_path):

@@ -87,6 +87,31 @@ def latest_export(model_dir: str) -> str:
     return os.path.join(exports, max(os.listdir(exports), key=int))
 
 
+def next_words_alike(model_dir: str, export: str) -> None:
+    """`LanguageModel.top_words` (NumPy, the head's own ranking) gives the SavedModel's `next_word`, and
+    `sample_word` draws in proportion to the next-word distribution, never `<unk>`."""
+    import tensorflow as tf
+
+    import nplm_tf
+
+    model = nplm_tf.LanguageModel(model_dir)
+    start, state = nplm_tf.State(), nplm_tf.State()
+    model.BeginSentenceWrite(start)
+    word = model.vocab.words[2]
+    model.BaseScore(start, word, state)
+    served = tf.saved_model.load(export).signatures["next_word"](text=tf.constant([word]), k=tf.constant(6))
+    top = model.top_words(state, 6)
+    assert [w for w, _ in top] == served["words"].numpy()[0].astype(str).tolist()
+    np.testing.assert_allclose([10**v for _, v in top], served["probabilities"].numpy()[0], rtol=RTOL)
+    draws = 3000
+    drawn = [model.sample_word(state, seed) for seed in range(draws)]
+    ids = {w: i for i, w in enumerate(model.vocab.words)}
+    frequency = np.bincount([ids[w] for w in drawn], minlength=model.vocab_size) / draws
+    p = 10 ** model.next_word_log10(state)
+    p[1] = 0.0  # <unk>
+    helpers.assert_drawn_in_proportion(frequency, p / p.sum(), draws, 5)
+
+
 @pytest.mark.parametrize("head", HEADS)
 def test_a_bfloat16_trained_model_gives_one_number_on_every_path(head, corpus, tmp_path):
     paths, _ = corpus
@@ -102,6 +127,7 @@ def test_a_bfloat16_trained_model_gives_one_number_on_every_path(head, corpus, t
     }
     for path, value in numbers.items():
         assert value == pytest.approx(expected, rel=RTOL), (path, numbers, expected)
+    next_words_alike(model_dir, latest_export(model_dir))
     # bfloat16 is still there when asked for: another number, as it should be
     bf16 = evaluated(f"--model_dir={model_dir}", "--precision=mixed_bfloat16")["perplexity"]
     assert not np.isclose(bf16, expected, rtol=RTOL, atol=0)

@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import numpy as np
 
-from nplm_tf.baselines.ngram_arrays import TokenArrays
-
 
 def short_list_tables(model, list_size: int) -> tuple[float, list[np.ndarray], list[np.ndarray]]:
     """What a short list of the ids 0..N-1 reads of `model` (a `KneserNey`), in one pass over each order.
@@ -26,19 +24,3 @@ def short_list_tables(model, list_size: int) -> tuple[float, list[np.ndarray], l
         deltas.append(np.bincount(o.context[listed], weights=own[listed], minlength=lower.keys.size))
         tail.append(own[~listed])
     return base, deltas, tail
-
-
-def token_list_masses(model, data: TokenArrays, base: float, deltas: list[np.ndarray]) -> np.ndarray:
-    """m(C) = Σ_{j<N} p(j | C) for every predicted position's context, from `short_list_tables(N)`'s `base`
-    and `deltas`: the recursion m(h) = Δ(h) + γ(h)·m(h') from the unigram up through the context's suffixes
-    (an unseen one has γ = 1, Δ = 0), as `shortlist.ShortListTail.list_mass` computes it in the graph."""
-    ids = data.tokens
-    mass = np.full(ids.size, base)
-    for k in range(2, model.order + 1):
-        context = np.where(data.offset >= k - 1, np.roll(ids, 1), -1)  # h_k: the (k-1)-gram before
-        seen = context >= 0
-        where = np.maximum(context, 0)
-        gamma = np.where(seen, model.orders[k - 1].backoff[where], 1.0)
-        mass = np.where(seen, deltas[k - 2][where], 0.0) + gamma * mass
-        ids = model.extend_ids(ids, data, k)
-    return mass[data.predicted]

@@ -1,12 +1,9 @@
 """An n-gram model's tables as TensorFlow state, queried in the serving graph.
 
-The n-grams of order k are stored as `kneser_ney.Order` stores them: sorted
-int64 keys `context id * B + word`, where the context id is the row of the
-(k-1)-gram prefix in order k-1 (a trie spread over sorted arrays). Lookups are
-`tf.searchsorted` over those keys: core TensorFlow ops, so the SavedModel
-needs no custom op and no Python. Each query reproduces the numpy model's
-`token_probabilities` / `distribution` and context counts
-exactly (float64 throughout).
+The lookups by context (`suffix_ids`, `extend`, and Kneser-Ney's `token_probabilities`) are
+`suffixes.SuffixLookup`'s, written once for both engines; here they run on the tables as variables, in core
+TensorFlow ops, so the SavedModel needs no custom op and no Python. Each query reproduces the numpy model's
+`token_probabilities` / `distribution` and context counts exactly (float64 throughout).
 """
 
 from __future__ import annotations
@@ -15,24 +12,20 @@ import numpy as np
 import tensorflow as tf
 
 from nplm_tf import engines
-from nplm_tf.baselines import interpolated, mixture
+from nplm_tf.baselines import interpolated, mixture, suffixes
 from nplm_tf.baselines import kneser_ney as kn
 
-NONE = -1  # "absent": an n-gram id, or a query that cannot match
+NONE = suffixes.NONE
 
 
 def _state(array, dtype) -> tf.Variable:
     return tf.Variable(np.asarray(array), dtype=dtype, trainable=False)
 
 
-def read(table: tf.Variable) -> tf.Tensor:
-    """The table as a tensor, to gather from. `tf.gather` on the variable itself is a sparse read, which puts
-    it in copy-on-read mode: every later dense read (`tf.searchsorted`) would copy the whole table, megabytes
-    per query. Reading it whole (no copy while nothing writes it) and gathering from that avoids it."""
-    return tf.convert_to_tensor(table)
+read = engines.TENSORFLOW.read  # a table as a tensor to gather from (no copy-on-read mode)
 
 
-class ServingNgram(tf.Module):
+class ServingNgram(tf.Module, suffixes.SuffixLookup):
     """The trie shared by both n-gram models, and the weights of the mixture it was fitted in.
 
     Args:
@@ -41,6 +34,8 @@ class ServingNgram(tf.Module):
         the two members' table (`mixture.pair_table`), which the server mixes with (`mixture.mix`); None for
         an n-gram in no such mixture (an ensemble's, which holds its own weights, or a short list's tail).
     """
+
+    engine = engines.TENSORFLOW
 
     def __init__(self, tables: kn.KneserNey, weights: list[float] | None, name: str):
         super().__init__(name=name)
@@ -51,50 +46,6 @@ class ServingNgram(tf.Module):
         self.keys = [_state(tables.orders[k].keys, tf.int64) for k in orders]  # a key's word is key % base
         self.mixture_table = mixture.pair_table(weights) if weights is not None else None
         self.context_totals = _state(tables.context_totals(), tf.float64)  # train count of each (N-1)-gram
-
-    def lookup(self, k: int, query: tf.Tensor) -> tf.Tensor:
-        """Row of each key in order k, -1 where absent or where the query is negative; any shape."""
-        keys = read(self.keys[k - 1])
-        flat = tf.reshape(query, [-1])
-        where = tf.cast(tf.searchsorted(keys, flat, side="left"), tf.int64)
-        clipped = tf.minimum(where, tf.cast(tf.size(keys) - 1, tf.int64))
-        found = (tf.gather(keys, clipped) == flat) & (flat >= 0)
-        return tf.reshape(tf.where(found, clipped, tf.constant(NONE, tf.int64)), tf.shape(query))
-
-    def extend(self, k: int, prefix_ids: tf.Tensor, words: tf.Tensor) -> tf.Tensor:
-        """Ids of the k-grams (prefix, word); -1 where the prefix or the k-gram is absent."""
-        return self.lookup(k, tf.where(prefix_ids >= 0, prefix_ids * self.base + words, tf.constant(NONE, tf.int64)))
-
-    def suffix_ids(self, context: tf.Tensor) -> list[tf.Tensor]:
-        """context (T, c) ids, oldest first -> s[j] (T,): id of its last j words (j < order), -1 if unseen.
-
-        The suffix of j words is found from its oldest word forwards, one order's table per word; all suffixes
-        take their i-th step together, one lookup per order (not one per suffix and order).
-        """
-        c = context.shape[1]
-        top = min(self.order - 1, c)
-        s = [None]
-        if top >= 1:
-            chains = context[:, c - top :]  # column top - j: the suffix of j words, found up to its current length
-            for i in range(2, top + 1):  # every suffix of at least i words takes its i-th word, in order i
-                live = top - i + 1
-                step = self.extend(i, chains[:, :live], context[:, c - top + i - 1 :])
-                chains = tf.concat([step, chains[:, live:]], axis=1)
-            s += [chains[:, top - j] for j in range(1, top + 1)]
-        while len(s) < self.order:  # a context shorter than order - 1 has no longer suffixes
-            s.append(-tf.ones_like(context[:, 0]))
-        return s
-
-    def continuations(self, k: int, h: tf.Tensor, values: tf.Variable, base: tf.Tensor) -> tf.Tensor:
-        """`base` (B, |V|) with the entries of each row's context h's continuations in order k set from `values`."""
-        bounds = tf.reshape(tf.stack([h * self.base, (h + 1) * self.base], axis=1), [-1])
-        lo_hi = tf.reshape(tf.cast(tf.searchsorted(self.keys[k - 1], bounds, side="left"), tf.int64), [-1, 2])
-        lo = lo_hi[:, 0]
-        spans = tf.ragged.range(lo, tf.where(h >= 0, lo_hi[:, 1], lo))  # (B, (continuations))
-        index = spans.flat_values
-        words = tf.math.floormod(tf.gather(read(self.keys[k - 1]), index), self.base)
-        where = tf.stack([tf.cast(spans.value_rowids(), tf.int64), words], axis=1)
-        return tf.tensor_scatter_nd_update(base, where, tf.gather(read(values), index))
 
     def context_count(self, context: tf.Tensor) -> tf.Tensor:
         """Each context's train count (T,) float64, the count of its last K - 1 words, as
@@ -112,33 +63,6 @@ class ServingKneserNey(ServingNgram):
         super().__init__(model, weights, name)
         self.probs = [_state(model.orders[k].prob, tf.float64) for k in range(1, model.order + 1)]
         self.backoffs = [_state(model.orders[k].backoff, tf.float64) for k in range(1, model.order + 1)]
-
-    def token_probabilities(self, context: tf.Tensor, target: tf.Tensor, suffixes=None) -> tf.Tensor:
-        """p(target | context), (T,) float64; context (T, c) int64 oldest first (`suffixes`: its `suffix_ids`)."""
-        s = suffixes if suffixes is not None else self.suffix_ids(context)
-        p = tf.gather(read(self.probs[0]), target)
-        backoff = tf.ones_like(p)
-        for k in range(2, self.order + 1):
-            h = s[k - 1]
-            kid = self.extend(k, h, target)
-            found = kid >= 0
-            p = tf.where(found, tf.gather(read(self.probs[k - 1]), tf.maximum(kid, 0)), p)
-            gamma = tf.gather(read(self.backoffs[k - 2]), tf.maximum(h, 0))
-            backoff = tf.where(found, tf.ones_like(backoff), tf.where(h >= 0, backoff * gamma, backoff))
-        return p * backoff
-
-    def distribution(self, context: tf.Tensor) -> tf.Tensor:
-        """p(· | context) over the |V| types, (B, |V|) float64; context (B, c) oldest first."""
-        s = self.suffix_ids(context)
-        probs = tf.tile(self.probs[0][None, : self.vocab_size], [tf.shape(context)[0], 1])  # (B, |V|)
-        for k in range(2, self.order + 1):
-            h = s[k - 1]
-            # A listed context's β applies also when no n-gram follows it (an ARPA file may list one so).
-            gamma = tf.where(
-                h >= 0, tf.gather(read(self.backoffs[k - 2]), tf.maximum(h, 0)), tf.ones_like(h, tf.float64)
-            )
-            probs = self.continuations(k, h, self.probs[k - 1], probs * gamma[:, None])
-        return probs
 
 
 class ServingInterpolated(ServingNgram):

@@ -79,9 +79,71 @@ class Numpy:
         e /= e.sum(axis=1, keepdims=True)
         return e
 
+    @staticmethod
+    def logsumexp(x):
+        """ln Σ exp over each row, (rows, 1), in x's float type (shifted by the row's max)."""
+        top = np.max(x, axis=1, keepdims=True)
+        top = np.where(np.isfinite(top), top, 0).astype(x.dtype)
+        with np.errstate(divide="ignore"):
+            return np.log(np.sum(np.exp(x - top), axis=1, keepdims=True)) + top
+
+    @classmethod
+    def log_softmax(cls, x):
+        return x - cls.logsumexp(x)
+
+    # ---------------------------------------------------------------- ranking --
+
+    @staticmethod
+    def top_k(x, k):
+        """The k largest entries of each row, largest first, ties to the lower index: (values (rows, k), indices
+        (rows, k) int64). A stable sort of each row (what the tools rank: a few rows at a time)."""
+        order = np.argsort(-x, axis=1, kind="stable")[:, : int(k)]
+        return np.take_along_axis(x, order, axis=1), order.astype(np.int64)
+
+    @staticmethod
+    def row_min(x):
+        """Each row's smallest entry, (rows, 1); +inf for a row of none."""
+        return np.min(x, axis=1, keepdims=True, initial=np.inf)
+
+    @staticmethod
+    def argsort(x):
+        """Each row's ascending order, stable, (rows, columns) int64."""
+        return np.argsort(x, axis=1, kind="stable")
+
+    @staticmethod
+    def searchsorted(sorted_values, values, side="left", like=None):
+        """Where each value would go in a sorted vector, in `like`'s integer type (int64 without it)."""
+        where = np.searchsorted(sorted_values, values, side=side)
+        return where.astype(like.dtype if like is not None else np.int64)
+
+    # ----------------------------------------------------------------- random --
+
+    @staticmethod
+    def fold_in(seed, data: int):
+        """A seed pair of its own for each `data` under `seed` (two int64)."""
+        words = [int(s) % 2**64 for s in np.asarray(seed).ravel()] + [int(data)]
+        return np.random.SeedSequence(words).generate_state(2, np.uint64).view(np.int64)
+
+    @staticmethod
+    def uniform(seed, rows):
+        """`rows` uniform float64 draws in [0, 1) of a seed pair (NumPy's Philox: not TensorFlow's stream)."""
+        words = [int(s) % 2**64 for s in np.asarray(seed).ravel()]
+        return np.random.Generator(np.random.Philox(np.random.SeedSequence(words))).random(int(rows))
+
+    @classmethod
+    def categorical(cls, log_probs, seed):
+        """One column per row drawn in proportion to exp(log_probs) (unnormalized), (rows,) int64, by the
+        inverse CDF: a column of probability 0 is never drawn."""
+        p = np.exp(log_probs - np.max(log_probs, axis=1, keepdims=True))
+        cdf = np.cumsum(p, axis=1)
+        target = cls.uniform(seed, len(p)) * cdf[:, -1]
+        return np.minimum(np.sum(cdf <= target[:, None], axis=1), p.shape[1] - 1).astype(np.int64)
+
     # ---------------------------------------------------------------- elementwise --
 
-    log, log1p, minimum, where = (staticmethod(f) for f in (np.log, np.log1p, np.minimum, np.where))
+    log, log1p, exp, minimum, maximum, where = (
+        staticmethod(f) for f in (np.log, np.log1p, np.exp, np.minimum, np.maximum, np.where)
+    )
 
     @staticmethod
     def softplus(x):
@@ -104,6 +166,23 @@ class Numpy:
         return np.ones_like(x)
 
     @staticmethod
+    def floormod(x, y):
+        return np.mod(x, y)
+
+    @staticmethod
+    def cast(x, dtype):
+        """x in `dtype` (a NumPy type, or its name)."""
+        return np.asarray(x).astype(dtype)
+
+    @staticmethod
+    def as_bool(x):
+        return np.asarray(x, bool)
+
+    @staticmethod
+    def clip(x, low, high):
+        return np.clip(x, low, high)
+
+    @staticmethod
     def as_int(mask):
         """A boolean array as 0/1 integers."""
         return np.asarray(mask).astype(np.int64)
@@ -119,8 +198,29 @@ class Numpy:
     # ---------------------------------------------------------------------- shape --
 
     @staticmethod
-    def arange(n):
-        return np.arange(n)
+    def arange(n, like=None):
+        """0..n-1, in `like`'s integer type (int64 without it)."""
+        return np.arange(int(n), dtype=like.dtype if like is not None else np.int64)
+
+    @staticmethod
+    def fill(shape, value, dtype):
+        return np.full([int(d) for d in shape], value, np.dtype(dtype))
+
+    @staticmethod
+    def rows(x) -> int:
+        return len(x)
+
+    @staticmethod
+    def shape(x):
+        return np.shape(x)
+
+    @staticmethod
+    def stack(arrays, axis=1):
+        return np.stack(arrays, axis=axis)
+
+    @staticmethod
+    def tile(x, multiples):
+        return np.tile(x, multiples)
 
     @staticmethod
     def concat(arrays, axis=1):
@@ -142,12 +242,24 @@ class Numpy:
         return np.repeat(x, counts)
 
     @staticmethod
-    def cumsum(x):
-        return np.cumsum(x)
+    def cumsum(x, axis=None):
+        return np.cumsum(x, axis=axis)
 
     @staticmethod
-    def sum(x):
-        return np.sum(x)
+    def cumprod_after(x):
+        """Π_{j>i} x[:, j] for each column i (1 for the last), along rows."""
+        out = np.ones_like(x)
+        out[:, :-1] = np.cumprod(x[:, :0:-1], axis=1)[:, ::-1]
+        return out
+
+    @staticmethod
+    def sum(x, axis=None):
+        return np.sum(x, axis=axis)
+
+    @staticmethod
+    def read(table):
+        """A table as an array to index (NumPy's are arrays already)."""
+        return table
 
     @staticmethod
     def size(x):
@@ -173,6 +285,27 @@ class Numpy:
         """A copy of `base` with `values` added at `rows` (distinct indices)."""
         out = np.array(base)
         out[rows] += values
+        return out
+
+    @staticmethod
+    def ragged_range(lo, hi):
+        """The ranges lo[i]..hi[i]-1 laid end to end: (the row i of each entry, the entry), both int64."""
+        counts = np.asarray(hi - lo, np.int64)
+        rows = np.repeat(np.arange(len(counts)), counts)
+        return rows, np.arange(counts.sum()) + np.repeat(lo - (np.cumsum(counts) - counts), counts)
+
+    @staticmethod
+    def scatter_2d(base, rows, columns, values):
+        """A copy of `base` with values at (rows[i], columns[i]) (distinct)."""
+        out = np.array(base)
+        out[rows, columns] = values
+        return out
+
+    @staticmethod
+    def scatter_rows(base, rows, values):
+        """A copy of `base` with its rows `rows` (distinct) replaced by `values`."""
+        out = np.array(base)
+        out[rows] = values
         return out
 
     @staticmethod

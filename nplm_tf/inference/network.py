@@ -7,8 +7,8 @@ file, every variable float32) and computes
     x = (C(w_{t-1}), ..., C(w_{t-n+1})),   y = b + W·x + U·tanh(d + H·x)
 
 in float32 (as the TensorFlow path computes at `--precision=float32`), then every probability in float64 by
-the run's output head (`network.heads`, its NumPy methods): the full softmax, a short list with its n-gram
-tail (the tail n-gram in numpy, `kneser_ney.KneserNey`), or its network tail. The results equal the TensorFlow path's in float32
+the run's output head (`network.heads`, in the NumPy engine): the full softmax, the word classes', a short list
+with its n-gram tail (the tail n-gram's own arrays, `kneser_ney.KneserNey`) or its network tail. The results equal the TensorFlow path's in float32
 (`tests/inference_test.py`). A run trained in mixed_bfloat16 is computed here in float32: the same
 weights, computed exactly; the TensorFlow path in bfloat16 rounds them.
 
@@ -24,7 +24,6 @@ import os
 import numpy as np
 
 from nplm_tf import engines
-from nplm_tf.baselines.ngram_arrays import TokenArrays
 from nplm_tf.core import run_dir as run_dir_lib
 from nplm_tf.core.config import Config, ConfigError
 from nplm_tf.network import forward, heads, loading
@@ -169,15 +168,15 @@ class NumpyNetwork:
 
     # ----------------------------------------------------------------- heads --
 
-    def log_probs(self, context: np.ndarray, target: np.ndarray, arrays: TokenArrays | None = None) -> np.ndarray:
-        """ln P(target | context), (T,) float64, over the whole vocabulary whatever the head. `arrays`: the same
-        tokens as lines for the tail n-gram (`TokenArrays`, needed by an n-gram tail)."""
-        target = np.asarray(target, np.int64)
+    def log_probs(self, context: np.ndarray, target: np.ndarray) -> np.ndarray:
+        """ln P(target | context), (T,) float64, over the whole vocabulary whatever the head (`Head.log_prob`)."""
+        context, target = np.asarray(context, np.int64), np.asarray(target, np.int64)
         out = np.empty(len(target), np.float64)
 
         def chunk(lo: int) -> None:
             rows = slice(lo, lo + CHUNK)
-            out[rows] = self.head.np_network_log_probs(self.outputs(self.hidden(context[rows])), target[rows])
+            outputs = self.outputs(self.hidden(context[rows]))
+            out[rows] = self.head.log_prob(outputs, context[rows], target[rows], engines.NUMPY)
 
         starts = range(0, len(target), CHUNK)
         if len(starts) > 1:  # NumPy's exp runs on one core and releases the GIL: a chunk per core at once
@@ -186,12 +185,27 @@ class NumpyNetwork:
         else:
             for lo in starts:
                 chunk(lo)
-        return self.head.np_finish(out, target, arrays)  # a tail n-gram's part, over every token at once
+        return out
 
     def distribution(self, context: np.ndarray) -> np.ndarray:
         """P(· | context) over all |V| words, (rows, |V|) float64; context (rows, n-1) oldest first."""
         context = np.asarray(context, np.int64)
-        return self.head.np_distribution(self.outputs(self.hidden(context)), context)
+        return self.head.distribution(self.outputs(self.hidden(context)), context, engines.NUMPY)
+
+    def top_k(self, context: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+        """The k most probable next words of each context, most probable first (ties: the lower id): P (rows, k)
+        float64 and ids (rows, k) int64, by the head's own ranking (`Head.top_k`: a short list's without the
+        whole distribution)."""
+        context = np.asarray(context, np.int64)
+        return self.head.top_k(self.outputs(self.hidden(context)), context, k, engines.NUMPY)
+
+    def sample(self, context: np.ndarray, seed, banned: int | None = None) -> np.ndarray:
+        """One next word drawn for each context, (rows,) int64, by the head (`Head.sample`): `seed` a pair of
+        integers (the same seed, the same words), `banned` a word never drawn (the others keep their
+        proportions)."""
+        context = np.asarray(context, np.int64)
+        seed = np.asarray(seed, np.int64)
+        return self.head.sample(self.outputs(self.hidden(context)), context, seed, banned, True, engines.NUMPY)
 
     def unnormalized(self, context: np.ndarray):
         """(y, ln Z) when the head's ln P(w | C) = y_w − ln Z (`Head.np_unnormalized`), else None."""
@@ -209,11 +223,7 @@ class NumpyNetwork:
 
     def line_log_probs(self, lines: list[list[int]]) -> np.ndarray:
         """ln P of every predicted token of the lines, in order (each line's words, then `</s>`)."""
-        context, target = self.windows(lines)
-        arrays = None
-        if self.head.needs_ngram:
-            arrays = TokenArrays.from_lines(lines, self.tail_ngram.bos_id, 0)
-        return self.log_probs(context, target, arrays)
+        return self.log_probs(*self.windows(lines))
 
 
 def _vocab_size(path: str) -> int:

@@ -39,6 +39,7 @@ from collections.abc import Iterable, Iterator, Sequence
 
 import numpy as np
 
+from nplm_tf.engines import NUMPY
 from nplm_tf.tools import sources
 from nplm_tf.tools.sources import NOTHING, RAW
 from pipelines import corpus as corpus_lib
@@ -241,6 +242,34 @@ class LanguageModel:
         if offset.__class__ is str:  # RAW (compared by type: a pickled copy has its own string)
             return self.network.raw_outputs(row).astype(np.float64) * _LOG10_E
         return (row.astype(np.float64) - offset) * _LOG10_E
+
+    def top_words(self, state: State, k: int = 10) -> list[tuple[str, float]]:
+        """The k most probable next words after `state` and their log10 P, most probable first (ties: the lower
+        id); a lone network ranks by its head (a short list's tail without the whole distribution)."""
+        self._check_state(state)
+        if isinstance(k, bool) or not isinstance(k, int) or not 0 <= k <= self.vocab_size:
+            raise UserError(f"k={k!r} must be an integer in [0, |V| = {self.vocab_size}].")
+        ranked = self._source.ranked(state.words, k)
+        if ranked is None:
+            values, ids = (a[0] for a in NUMPY.top_k(self.next_word_log10(state)[None, :], k))
+        else:
+            with np.errstate(divide="ignore"):
+                values, ids = np.log10(ranked[0]), ranked[1]
+        return [(self.vocab.words[i], float(v)) for i, v in zip(ids.tolist(), values, strict=True)]
+
+    def sample_word(self, state: State, seed: int, allow_unk: bool = False) -> str:
+        """A next word drawn in proportion to P(w | state), `<unk>` never unless `allow_unk` (the others keep
+        their proportions); the same seed draws the same word. A lone network draws by its head."""
+        self._check_state(state)
+        if isinstance(seed, bool) or not isinstance(seed, int):
+            raise UserError(f"seed={seed!r} must be an integer.")
+        pair, banned = np.array([seed % 2**64, 0], np.uint64).view(np.int64), None if allow_unk else 1
+        i = self._source.drawn(state.words, pair, banned)
+        if i is None:
+            log_p = self.next_word_log10(state) / _LOG10_E
+            log_p[banned if banned is not None else []] = -np.inf
+            i = int(NUMPY.categorical(log_p[None, :], NUMPY.fold_in(pair, 0))[0])
+        return self.vocab.words[i]
 
     # ------------------------------------------------------------- internals --
 

@@ -44,6 +44,15 @@ class Source:
         """Each context's (row, offset) entry (the module's docstring)."""
         raise NotImplementedError
 
+    def ranked(self, context: tuple[int, ...], k: int):
+        """(P (k,), ids (k,)) of the k most probable next words by the model's own ranking, or None: rank the
+        whole next-word distribution."""
+        return None
+
+    def drawn(self, context: tuple[int, ...], seed, banned: int | None):
+        """A next word drawn by the model's own sampler, or None: draw from the whole distribution."""
+        return None
+
     def length(self, known: list[int], word: int) -> int:
         """The context's words used and the word: a network's min(position + 1, order) (the words before it in
         the sentence, `<s>` not counted, as `nplm_tf.query` prints it)."""
@@ -147,6 +156,17 @@ class NetworkSource(Source):
                 [p, ngram_distribution(self.ngram, contexts)], self.context_weights(self.weights, contexts)
             )
         return [(row, None) for row in p]
+
+    def ranked(self, context, k):
+        if self.raw or self.ngram is not None:
+            return None
+        p, ids = self.network.top_k(self.network_rows(self.network, [context]), k)  # the head's own
+        return p[0], ids[0]
+
+    def drawn(self, context, seed, banned):
+        if self.raw or self.ngram is not None or (banned is not None and not self.network.head.can_ban(banned)):
+            return None
+        return int(self.network.sample(self.network_rows(self.network, [context]), seed, banned)[0])
 
     def _check_raw(self, path: str) -> None:
         """`normalized=False`'s conditions, each refused in one sentence: a network alone, a full softmax without

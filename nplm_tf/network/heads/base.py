@@ -2,11 +2,10 @@
 
 A head turns the network's output layer into P(w | C) over the whole vocabulary: it owns its output width and
 initial biases, the loss it is trained on, the exact ln P of given targets, the full distribution (mixtures),
-the top k over the vocabulary and sampling. `log_prob` and `distribution` are written once for both engines
-(`nplm_tf.engines`: TensorFlow's graphs in training, evaluation and the SavedModel; NumPy's in
-`inference.network`, which runs without TensorFlow), and the NumPy path's `np_` methods call them with
-`engines.NUMPY`; a short list's n-gram tail adds the n-gram model's own tables, one per engine. Top k and
-sampling serve the SavedModel only, in TensorFlow. The methods read the output layer through `Outputs`, which
+the top k over the vocabulary and sampling. `log_prob`, `distribution`, `top_k` and `sample` are written once for
+both engines (`nplm_tf.engines`: TensorFlow's graphs in training, evaluation and the SavedModel; NumPy's in
+`inference.network`, which runs without TensorFlow, with `engines.NUMPY`); a short list's n-gram tail reads
+the n-gram model's tables in each engine. The methods read the output layer through `Outputs`, which
 computes only the output rows they ask for.
 
 A head module imports no TensorFlow: `tf` here loads it on first use, so the NumPy path of a head never does.
@@ -146,41 +145,33 @@ class Head:
         """P(· | context) over all |V| words, (batch, |V|) float64, in either engine."""
         raise NotImplementedError
 
-    def top_k(self, outputs: Outputs, context, k):
+    def top_k(self, outputs: Outputs, context, k, engine=engines.TENSORFLOW):
         """The k most probable words over all |V| and their P, most probable first (ties: the lower id):
-        (batch, k) float64, (batch, k) int64."""
-        top = tf.math.top_k(self.distribution(outputs, context), k=k)
-        return top.values, tf.cast(top.indices, tf.int64)
+        (batch, k) float64, (batch, k) int64, in either engine. This default ranks `distribution`."""
+        return engine.top_k(self.distribution(outputs, context, engine), k)
 
     def samples_exactly(self, unk_id: int) -> bool:
-        """Whether `sample` draws from the distribution without building it, with `unk_id` bannable."""
+        """Whether `sample` draws from the distribution without building it, with `unk_id` bannable (the
+        server then calls it at temperature 1)."""
         return False
 
-    def sample(self, outputs: Outputs, context, seed, banned=None, ban=True):
-        """One word per row drawn from `distribution`, (batch,) int64 (`samples_exactly` heads). `seed`: a
-        stateless seed pair; `banned`: a word never drawn while `ban` holds (the others keep their
-        proportions)."""
-        raise NotImplementedError
+    def can_ban(self, word: int) -> bool:
+        """Whether `sample` can leave `word` out."""
+        return True
+
+    def sample(self, outputs: Outputs, context, seed, banned=None, ban=True, engine=engines.TENSORFLOW):
+        """One word per row drawn from `distribution`, (batch,) int64, in either engine (each draws with its
+        own stateless generator: the same seed gives the same words in one engine). `seed`: a seed pair;
+        `banned`: a word never drawn while `ban` holds (the others keep their proportions). This default
+        builds the distribution."""
+        p = self.distribution(outputs, context, engine)
+        log_p = engine.log(engine.maximum(p, 1e-300))
+        if banned is not None:
+            shut = (engine.arange(self.vocab_size) == banned) & engine.as_bool(ban)
+            log_p = engine.where(~shut[None, :], log_p, -1e30)
+        return engine.categorical(log_p, engine.fold_in(seed, 0))
 
     # ------------------------------------------------------------------------ NumPy --
-
-    def np_log_probs(self, outputs: Outputs, target: np.ndarray, arrays=None) -> np.ndarray:
-        """`log_prob` in NumPy, (T,) float64; `arrays`: the same tokens as lines for a tail n-gram
-        (`ngram_arrays.TokenArrays`)."""
-        return self.np_finish(self.np_network_log_probs(outputs, target), target, arrays)
-
-    def np_network_log_probs(self, outputs: Outputs, target: np.ndarray) -> np.ndarray:
-        """The network's part of `np_log_probs`, row by row (so it may run on chunks of the tokens): `log_prob`
-        in NumPy, where the network's outputs are the whole of it."""
-        return self.log_prob(outputs, None, target, engines.NUMPY)
-
-    def np_finish(self, ln_nn: np.ndarray, target: np.ndarray, arrays=None) -> np.ndarray:
-        """`np_log_probs` from the network's part of every token (a tail n-gram's part reads them all)."""
-        return ln_nn
-
-    def np_distribution(self, outputs: Outputs, context: np.ndarray) -> np.ndarray:
-        """`distribution` in NumPy, (rows, |V|) float64."""
-        return self.distribution(outputs, context, engines.NUMPY)
 
     def np_unnormalized(self, outputs: Outputs):
         """(y (rows, |V|) float32, ln Z (rows,) float64) when ln P(w | C) = y_w − ln Z (the full softmax),
@@ -198,9 +189,9 @@ def log_frequencies(counts: np.ndarray) -> np.ndarray:
     return np.log(counts / counts.sum())
 
 
-def as_outputs(outputs) -> Outputs:
-    """`outputs` itself, or the logits tensor given in its place as `Outputs`."""
-    return outputs if isinstance(outputs, Outputs) else Outputs(logits=outputs)
+def as_outputs(outputs, engine=engines.TENSORFLOW) -> Outputs:
+    """`outputs` itself, or the logits (of `engine`) given in its place as `Outputs`."""
+    return outputs if isinstance(outputs, Outputs) else Outputs(logits=outputs, take=engine.gather)
 
 
 def logits_of(outputs):

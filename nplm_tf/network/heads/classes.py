@@ -102,7 +102,7 @@ class ClassSoftmax(base.Head):
     # ------------------------------------------------------------------------ graphs --
 
     def log_prob(self, outputs, context, target, engine=engines.TENSORFLOW):
-        logits = base.as_outputs(outputs).logits()
+        logits = base.as_outputs(outputs, engine).logits()
         cls, place, ids, real = self._window(engine.int64(target), engine)
         ln_class = engine.log_softmax_at(logits[:, : self.classes], cls)
         words = engine.where(real, engine.take_along_rows(logits[:, self.classes :], ids), -np.inf)
@@ -110,7 +110,7 @@ class ClassSoftmax(base.Head):
 
     def distribution(self, outputs, context, engine=engines.TENSORFLOW):
         """P(c | C) · P(w | c, C) over every word, from the class softmax and one softmax per class's block."""
-        y = engine.to64(base.as_outputs(outputs).logits())
+        y = engine.to64(base.as_outputs(outputs, engine).logits())
         c, missing = self.classes, self.classes * self.size - self.vocab_size
         words = engine.pad_columns(y[:, c:], missing, -np.inf)
         within = engine.reshape(engine.softmax(engine.reshape(words, [-1, self.size])), [-1, c, self.size])

@@ -82,7 +82,7 @@ class NetworkTail(base.Head):
     def log_prob(self, outputs, context, target, engine=engines.TENSORFLOW):
         """ln P(target | context), computing the tail's outputs only for the rows whose target is in the tail:
         a batch's output layer costs N + 1 rows plus its tail targets' share of |V| − N, as in training."""
-        outputs = base.as_outputs(outputs)
+        outputs = base.as_outputs(outputs, engine)
         n, target = self.list_size, engine.int64(target)
         ln_head = engine.log_softmax_at(outputs.logits(0, n + 1), engine.minimum(target, n))
         in_tail = engine.nonzero(target >= n)
@@ -91,12 +91,12 @@ class NetworkTail(base.Head):
         return engine.to64(engine.add_at(ln_head, in_tail, ln_tail))
 
     def distribution(self, outputs, context, engine=engines.TENSORFLOW):
-        logits = engine.to64(base.as_outputs(outputs).logits())
+        logits = engine.to64(base.as_outputs(outputs, engine).logits())
         n = self.list_size
         head = engine.softmax(logits[:, : n + 1])
         return engine.concat([head[:, :n], head[:, n : n + 1] * engine.softmax(logits[:, n + 1 :])], axis=1)
 
-    def top_k(self, outputs, context, k):
+    def top_k(self, outputs, context, k, engine=engines.TENSORFLOW):
         """`distribution`'s top k without building it (a float64 (batch, |V|) softmax costs more than the
         output layer at batch 64): within the list, and within the tail, P follows the outputs' order, so the
         k best are among the list's k best outputs and the tail's k best. Those 2k are valued in float32 as
@@ -105,44 +105,45 @@ class NetworkTail(base.Head):
         word's P (by more than float32's rounding), the k best are the list's, and the row's tail outputs are
         not computed.
         """
-        outputs = base.as_outputs(outputs)
-        n, k = self.list_size, tf.cast(k, tf.int32)
+        e, n = engine, self.list_size
+        outputs = base.as_outputs(outputs, e)
         head_logits = outputs.logits(0, n + 1)  # (batch, N + 1)
-        head = tf.math.top_k(head_logits[:, :n], k=tf.minimum(k, n))
-        ln_z = tf.reduce_logsumexp(head_logits, axis=1, keepdims=True)  # the head's normalizer
+        head_values, head_ids = e.top_k(head_logits[:, :n], e.minimum(k, n))
+        ln_z = e.logsumexp(head_logits)  # the head's normalizer, (batch, 1)
         ln_share = head_logits[:, n : n + 1] - ln_z  # ln P_head(tail | C), (batch, 1)
-        kth = tf.reduce_min(head.values, axis=1, keepdims=True) - ln_z  # the k-th list word's ln P; +inf at k = 0
-        rows = tf.where((k > n) | (ln_share[:, 0] >= kth[:, 0] - _ROUNDING))[:, 0]  # those a tail word may enter
+        kth = e.row_min(head_values) - ln_z  # the k-th list word's ln P; +inf at k = 0
+        rows = e.nonzero((k > n) | (ln_share[:, 0] >= kth[:, 0] - _ROUNDING))  # those a tail word may enter
         tail_logits = outputs.rows(rows).logits(n + 1, None)
-        tail = tf.math.top_k(tail_logits, k=tf.minimum(k, tf.shape(tail_logits)[1]))
-        ln_tail = tf.gather(ln_share, rows) - tf.reduce_logsumexp(tail_logits, axis=1, keepdims=True)
-        shape = tf.stack([tf.shape(head_logits, out_type=tf.int64)[0], tf.shape(tail.values, out_type=tf.int64)[1]])
-        tail_values = tf.tensor_scatter_nd_update(  # rows without the tail: -inf, never ranked (k ≤ N there)
-            tf.fill(shape, tf.constant(-float("inf"), tail.values.dtype)), rows[:, None], tail.values + ln_tail
-        )
-        tail_ids = tf.scatter_nd(rows[:, None], tail.indices, shape)
-        ln_p = tf.cast(tf.concat([head.values - ln_z, tail_values], 1), tf.float64)
-        ids = tf.concat([head.indices, n + tail_ids], axis=1)
-        top = tf.math.top_k(ln_p, k=k)
-        return tf.exp(top.values), tf.cast(tf.gather(ids, top.indices, batch_dims=1), tf.int64)
+        tail_values, tail_ids = e.top_k(tail_logits, e.minimum(k, e.shape(tail_logits)[1]))
+        ln_tail = e.gather(ln_share, rows) - e.logsumexp(tail_logits)
+        shape = [e.rows(head_logits), e.shape(tail_values)[1]]
+        # rows without the tail: -inf, never ranked (k ≤ N there)
+        tail_values = e.scatter_rows(e.fill(shape, -np.inf, tail_values.dtype), rows, tail_values + ln_tail)
+        tail_ids = e.scatter_rows(e.fill(shape, 0, "int64"), rows, tail_ids)
+        ln_p = e.to64(e.concat([head_values - ln_z, tail_values], axis=1))
+        ids = e.concat([head_ids, n + tail_ids], axis=1)
+        top_values, top_ids = e.top_k(ln_p, k)
+        return e.exp(top_values), e.int64(e.take_along_rows(ids, top_ids))
 
     def samples_exactly(self, unk_id: int) -> bool:
-        return unk_id < self.list_size
+        return self.can_ban(unk_id)
 
-    def sample(self, outputs, context, seed, banned=None, ban=True):
+    def can_ban(self, word: int) -> bool:
+        return word < self.list_size  # a list word
+
+    def sample(self, outputs, context, seed, banned=None, ban=True, engine=engines.TENSORFLOW):
         """An output of the head is drawn, and only the rows that drew the tail compute the tail's outputs and
         draw one of its words."""
-        outputs = base.as_outputs(outputs)
-        n, seed = self.list_size, tf.cast(seed, tf.int64)
-        head = tf.nn.log_softmax(tf.cast(outputs.logits(0, n + 1), tf.float64))
+        e, n = engine, self.list_size
+        outputs = base.as_outputs(outputs, e)
+        head = e.log_softmax(e.to64(outputs.logits(0, n + 1)))
         if banned is not None:
             if not 0 <= banned < n:
                 raise ValueError(f"only a list word can be banned from sampling; {banned} is not below N = {n}.")
-            shut = (tf.range(n + 1) == banned) & tf.cast(ban, tf.bool)
-            head = tf.where(shut[None, :], tf.constant(-1e30, tf.float64), head)
-        pick = tf.random.stateless_categorical(head, 1, seed=tf.random.experimental.stateless_fold_in(seed, 0))[:, 0]
-        rows = tf.where(pick == n)[:, 0]
-        tail_logits = tf.cast(outputs.rows(rows).logits(n + 1, None), tf.float64)
-        seed_tail = tf.random.experimental.stateless_fold_in(seed, 1)
-        tail_word = n + tf.random.stateless_categorical(tail_logits, 1, seed=seed_tail)[:, 0]
-        return tf.tensor_scatter_nd_update(pick, rows[:, None], tail_word)
+            shut = (e.arange(n + 1) == banned) & e.as_bool(ban)
+            head = e.where(~shut[None, :], head, -1e30)
+        pick = e.categorical(head, e.fold_in(seed, 0))
+        rows = e.nonzero(pick == n)
+        tail_logits = e.to64(outputs.rows(rows).logits(n + 1, None))
+        tail_word = n + e.categorical(tail_logits, e.fold_in(seed, 1))
+        return e.scatter_rows(pick, rows, tail_word)

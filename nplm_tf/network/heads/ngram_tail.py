@@ -18,8 +18,7 @@ from __future__ import annotations
 import numpy as np
 
 from nplm_tf import engines
-from nplm_tf.baselines import kn_short_list
-from nplm_tf.network.heads import base
+from nplm_tf.network.heads import base, tail_ranking
 from nplm_tf.network.heads.base import tf
 
 
@@ -33,12 +32,11 @@ class NgramTail(base.Head):
 
     def __init__(self, list_size: int, vocab_size: int, ngram=None, self_normalize: float = 0.0):
         super().__init__(list_size, vocab_size, ngram, self_normalize)
-        self._tables = None
-        self._masses = None
+        self._tables = self._numpy_tables = None
 
     def attach_ngram(self, ngram) -> None:
         super().attach_ngram(ngram)
-        self._tables = self._masses = None  # built from the model on first use
+        self._tables = self._numpy_tables = None  # built from the model on first use
 
     def output_size(self) -> int:
         return self.list_size + 1 if self.tail_output else self.list_size
@@ -49,9 +47,9 @@ class NgramTail(base.Head):
         """q over the outputs, (batch, outputs) float64."""
         return engine.to64(engine.softmax(logits))
 
-    def network_log_probs(self, logits):
-        """ln q over the outputs, (batch, outputs) float64, computed in float64 (sampling, TensorFlow)."""
-        return tf.nn.log_softmax(tf.cast(logits, tf.float64))
+    def network_log_probs(self, logits, engine=engines.TENSORFLOW):
+        """ln q over the outputs, (batch, outputs) float64, computed in float64 (sampling)."""
+        return engine.log_softmax(engine.to64(logits))
 
     def network_log_prob_at(self, logits, column, engine=engines.TENSORFLOW):
         """ln q(column) per row, (batch,) float64."""
@@ -79,6 +77,17 @@ class NgramTail(base.Head):
 
     # ----------------------------------------------------------------------- graphs --
 
+    def ranking(self, engine):
+        """The tail's tables in `engine` (`tail_ranking.TailRanking`): the graph's, or NumPy's (built on first
+        use and kept)."""
+        if engine is engines.TENSORFLOW:
+            return self.graph_state()
+        if self._numpy_tables is None:
+            if self.ngram is None:
+                raise ValueError(f"the {self.name} tail needs its Kneser-Ney model to score.")
+            self._numpy_tables = tail_ranking.NumpyTail(self.ngram, self.list_size, self)
+        return self._numpy_tables
+
     def graph_state(self):
         if self._tables is None:
             if self.ngram is None:
@@ -93,51 +102,23 @@ class NgramTail(base.Head):
         self.graph_state().rank_tail()
 
     def log_prob(self, outputs, context, target, engine=engines.TENSORFLOW):
-        """In TensorFlow, from the n-gram's tables in the graph; NumPy's reads the model (`np_log_probs`)."""
-        return self.graph_state().log_prob(base.logits_of(outputs), context, target)
+        """In either engine, from the n-gram's tables (`tail_ranking.TailRanking`)."""
+        return self.ranking(engine).log_prob(base.logits_of(outputs), context, target)
 
     def distribution(self, outputs, context, engine=engines.TENSORFLOW):
-        return self.graph_state().distribution(base.logits_of(outputs), context)
+        return self.ranking(engine).distribution(base.logits_of(outputs), context)
 
-    def top_k(self, outputs, context, k):
-        return self.graph_state().top_k(base.logits_of(outputs), context, k)
+    def top_k(self, outputs, context, k, engine=engines.TENSORFLOW):
+        return self.ranking(engine).top_k(base.logits_of(outputs), context, k)
 
     def samples_exactly(self, unk_id: int) -> bool:
-        return unk_id < self.list_size
+        return self.can_ban(unk_id)
 
-    def sample(self, outputs, context, seed, banned=None, ban=True):
-        return self.graph_state().sample(base.logits_of(outputs), context, seed, banned, ban)
+    def can_ban(self, word: int) -> bool:
+        return word < self.list_size  # a list word
 
-    # ------------------------------------------------------------------------ NumPy --
-
-    def _list_mass(self, arrays) -> np.ndarray:
-        if self._masses is None:
-            base_mass, deltas, _ = kn_short_list.short_list_tables(self.ngram, self.list_size)
-            self._masses = (base_mass, deltas)
-        return kn_short_list.token_list_masses(self.ngram, arrays, *self._masses)
-
-    def np_network_log_probs(self, outputs, target):
-        """ln q of each target's output (`column_of`)."""
-        return self.network_log_prob_at(outputs.logits(), self.column_of(target, engines.NUMPY), engines.NUMPY)
-
-    def np_finish(self, ln_nn, target, arrays=None):
-        ln_ng = np.log(self.ngram.token_probabilities(arrays))
-        return self.combine_log(ln_nn, ln_ng, self._list_mass(arrays), target < self.list_size, engines.NUMPY)
-
-    def np_distribution(self, outputs, context):
-        p_nn = self.network_probs(outputs.logits(), engines.NUMPY)
-        p_ng = np.stack([self.ngram.distribution(self._ngram_context(row)) for row in np.asarray(context)])
-        listed, scale = self.list_and_tail_scale(p_nn, p_ng[:, : self.list_size].sum(axis=1), engines.NUMPY)
-        return np.concatenate([listed, p_ng[:, self.list_size :] * scale[:, None]], axis=1)
-
-    def _ngram_context(self, row) -> list[int]:
-        """A network context as the n-gram reads it: its words after the last `<s>` pad (id |V|), with `<s>`
-        itself standing for the start of the line (`KneserNey.distribution`'s convention)."""
-        row = [int(w) for w in row]
-        if self.vocab_size in row:
-            last = len(row) - row[::-1].index(self.vocab_size) - 1
-            row = [self.ngram.bos_id] + row[last + 1 :]
-        return row
+    def sample(self, outputs, context, seed, banned=None, ban=True, engine=engines.TENSORFLOW):
+        return self.ranking(engine).sample(base.logits_of(outputs), context, seed, banned, ban)
 
 
 class ClassTail(NgramTail):

@@ -46,11 +46,11 @@ class SigmoidTail(ngram_tail.NgramTail):
         s = engine.to64(logits[:, n : n + 1])  # σ in float64: q sums to 1 to float64's rounding
         return engine.concat([engine.to64(engine.softmax(logits[:, :n])) * engine.sigmoid(-s), engine.sigmoid(s)])
 
-    def network_log_probs(self, logits):
+    def network_log_probs(self, logits, engine=engines.TENSORFLOW):
         n = self.list_size
-        y = tf.cast(logits, tf.float64)
+        y = engine.to64(logits)
         s = y[:, n : n + 1]
-        return tf.concat([tf.nn.log_softmax(y[:, :n]) - tf.nn.softplus(s), -tf.nn.softplus(-s)], axis=1)
+        return engine.concat([engine.log_softmax(y[:, :n]) - engine.softplus(s), -engine.softplus(-s)], axis=1)
 
     def network_log_prob_at(self, logits, column, engine=engines.TENSORFLOW):
         return self._log_q_at(engine.to64(logits), engine.int64(column), engine)  # scored in float64

@@ -10,7 +10,6 @@ import numpy as np
 
 from nplm_tf import engines
 from nplm_tf.network.heads import base
-from nplm_tf.network.heads.base import tf
 
 
 class FullSoftmax(base.Head):
@@ -37,20 +36,18 @@ class FullSoftmax(base.Head):
         return ops.softmax_training_losses(layer, context, target, self_normalize=self.self_normalize)
 
     def log_prob(self, outputs, context, target, engine=engines.TENSORFLOW):
-        logits = base.as_outputs(outputs).logits()
+        logits = base.as_outputs(outputs, engine).logits()
         return engine.to64(engine.log_softmax_at(logits, target))
 
     def distribution(self, outputs, context, engine=engines.TENSORFLOW):
-        return engine.to64(engine.softmax(base.as_outputs(outputs).logits()))
+        return engine.to64(engine.softmax(base.as_outputs(outputs, engine).logits()))
 
-    def top_k(self, outputs, context, k):
-        outputs = base.as_outputs(outputs)
-        logits = outputs.logits()  # softmax is monotone: rank the logits, normalize the k kept
-        top = tf.math.top_k(logits, k=k)
-        values = tf.exp(top.values - tf.reduce_logsumexp(logits, axis=1, keepdims=True))
-        return tf.cast(values, tf.float64), tf.cast(top.indices, tf.int64)
+    def top_k(self, outputs, context, k, engine=engines.TENSORFLOW):
+        logits = base.as_outputs(outputs, engine).logits()  # softmax is monotone: rank the logits, normalize the k
+        values, ids = engine.top_k(logits, k)
+        return engine.to64(engine.exp(values - engine.logsumexp(logits))), ids
 
     def np_unnormalized(self, outputs):
-        outputs = base.as_outputs(outputs)
+        outputs = base.as_outputs(outputs, engines.NUMPY)
         y = outputs.logits()
         return y, engines.NUMPY.log_normalizer(y)
