@@ -41,7 +41,7 @@ import numpy as np
 from nplm_tf import engines
 from nplm_tf.core import run_dir as run_dir_lib
 from nplm_tf.inference import network
-from nplm_tf.network import heads
+from nplm_tf.network import forward, heads
 from pipelines import corpora, files
 from pipelines import corpus as corpus_lib
 from pipelines import vocabulary as vocab_lib
@@ -218,20 +218,20 @@ class NplmModel:
         index_in = {w: i for i, w in enumerate(self.input_words)}
         index_out = {w: i for i, w in enumerate(self.output_words)}
         unk_in, unk_out, bos = index_in[vocab_lib.UNK], index_out[vocab_lib.UNK], index_in[vocab_lib.BOS]
-        c = self.order - 1
-        contexts, targets = [], []
-        for tokens in lines:
-            padded = [bos] * c + [index_in.get(t, unk_in) for t in tokens]
-            contexts += [padded[i : i + c] for i in range(len(tokens) + 1)]
-            targets += [index_out.get(t, unk_out) for t in tokens] + [index_out[vocab_lib.EOS]]
-        contexts, targets = np.array(contexts, np.int64).reshape(-1, c), np.array(targets, np.int64)
+        c, m, numpy = self.order - 1, self.C.shape[1], engines.NUMPY
+        flat = np.array([index_in.get(t, unk_in) for tokens in lines for t in tokens], np.int64)
+        lengths = np.array([len(tokens) for tokens in lines], np.int64)
+        # the windows of the input vocabulary; the `</s>` each line ends with is a target only (id 0 in its place)
+        contexts = forward.windows(flat, lengths, c, bos, 0, numpy)[:, :c]
+        targets = np.array([index_out.get(t, unk_out) for tokens in lines for t in (*tokens, vocab_lib.EOS)], np.int64)
+        # equation (1) as this project computes it: x newest word first, so H's blocks (nplm's oldest first) reversed
+        h = self.H.T.reshape(c, m, -1)[::-1].reshape(c * m, -1)
+        softmax = heads.named("softmax", 0, len(self.output_words))
         out = np.empty(targets.size)
         for lo in range(0, targets.size, 1024):
-            x = self.C[contexts[lo : lo + 1024]].reshape(-1, self.H.shape[1])
-            y = np.tanh(x @ self.H.T + self.d) @ self.U.T + self.b
-            top = y.max(axis=1, keepdims=True)
-            ln_z = np.log(np.exp(y - top).sum(axis=1)) + top[:, 0]
-            out[lo : lo + 1024] = y[np.arange(len(y)), targets[lo : lo + 1024]] - ln_z
+            x = forward.word_features(self.C, contexts[lo : lo + 1024], numpy)
+            (hidden,) = forward.output_layer_inputs(x, h, self.d, direct=False, engine=numpy)
+            out[lo : lo + 1024] = softmax.log_prob(hidden @ self.U.T + self.b, None, targets[lo : lo + 1024], numpy)
         seen = [self.output_words[t] for t in targets]
         unknown = sum(1 for tokens in lines for t in tokens if t not in index_out)
         return out, seen, unknown
