@@ -21,6 +21,8 @@ from nplm_tf import engines
 from nplm_tf.network.heads import base, tail_ranking
 from nplm_tf.network.heads.base import tf
 
+_BELOW_ONE = 1.0 - 2.0**-53  # m(C) at most this in 1 − m(C): finite where the list holds every word
+
 
 class NgramTail(base.Head):
     """What the class and back-off tails share; a subclass says what q is."""
@@ -63,16 +65,16 @@ class NgramTail(base.Head):
     def combine_log(self, ln_nn, ln_ng, mass, in_list, engine=engines.TENSORFLOW):
         """ln P(target | C) from ln q(target's column), ln P_ng(target | C) and the n-gram's list mass m(C)
         (the module's docstring)."""
-        if self.tail_output:
-            return engine.where(in_list, ln_nn, ln_nn + ln_ng - engine.log1p(-mass))
+        if self.tail_output:  # m(C) = 1 only when the list holds every word: no target is then in the tail
+            return engine.where(in_list, ln_nn, ln_nn + ln_ng - engine.log1p(-engine.minimum(mass, _BELOW_ONE)))
         return engine.where(in_list, ln_nn + engine.log(mass), ln_ng)
 
     def list_and_tail_scale(self, p_nn, mass, engine=engines.TENSORFLOW):
         """(P(i | C) of the list words (batch, N), and the factor (batch,) that turns a tail word's P_ng into
         its P(i | C)), from q (batch, N [+ 1]) and m(C), both float64."""
         n = self.list_size
-        if self.tail_output:
-            return p_nn[:, :n], p_nn[:, n] / (1.0 - mass)
+        if self.tail_output:  # (no tail word to scale when m(C) = 1)
+            return p_nn[:, :n], p_nn[:, n] / (1.0 - engine.minimum(mass, _BELOW_ONE))
         return p_nn * mass[:, None], engine.ones_like(mass)
 
     # ----------------------------------------------------------------------- graphs --
