@@ -8,9 +8,9 @@ file, every variable float32) and computes
 
 in float32 (as the TensorFlow path computes at `--precision=float32`), then every probability in float64 by
 the run's output head (`network.heads`, in the NumPy engine): the full softmax, the word classes', a short list
-with its n-gram tail (the tail n-gram's own arrays, `kneser_ney.KneserNey`) or its network tail. The results equal the TensorFlow path's in float32
-(`tests/inference_test.py`). A run trained in mixed_bfloat16 is computed here in float32: the same
-weights, computed exactly; the TensorFlow path in bfloat16 rounds them.
+with its n-gram tail (the tail n-gram's own arrays, `kneser_ney.KneserNey`) or its network tail. The results
+equal the TensorFlow path's in float32 (`tests/inference_test.py`). A run trained in mixed_bfloat16 is computed
+here in float32: the same weights, computed exactly; the TensorFlow path in bfloat16 rounds them.
 
 Contexts are (rows, n-1) ids oldest first, `<s>`-padded (id |V|), as the serving graph takes them; lines
 are lists of word ids, each predicting its words and then `</s>`.
@@ -82,7 +82,6 @@ class NumpyNetwork:
         self.head = head
         if head.needs_ngram and head.ngram is None:
             raise ConfigError("a short list with an n-gram tail needs its tail n-gram.")
-        self.tail_ngram = head.ngram
         self._tables = None  # `premultiplied`'s, built when asked for
         self._output_rows = None  # `raw_output`'s [U; b] a row per word
 
