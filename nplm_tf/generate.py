@@ -6,7 +6,8 @@ Prints one continuation per line. `--temperature` ≤ 0 is greedy; `--top_k` ≤
 `<unk>` is never chosen unless --allow_unk (the other words' probabilities are renormalized). With the same
 prompt(s), seed and settings the text equals the signature's (of an export in the same `--precision`, in
 either precision: the binary runs the signature's own traced graph); a fitted mixture (mixture.json) is used
-as the export uses it, unless --nomixture.
+as the export uses it, unless --nomixture. --numpy generates without TensorFlow (`interop.generation`, the
+same rules, NumPy's draws: the same seed gives the same text there, not the export's).
 
 The continuations are made 256 at a time (`sampling.GENERATE_ROWS`) and printed as they come: the first 256
 are the signature's rows for --seed, each later group the signature's rows for a seed derived from (--seed,
@@ -20,6 +21,8 @@ from absl import flags
 
 from nplm_tf.core import run_dir
 from nplm_tf.core.config import ConfigError
+from nplm_tf.interop import generation
+from nplm_tf.interop.language_model import LanguageModel
 from nplm_tf.network import loading
 from nplm_tf.tools import model_flags
 from pipelines import app
@@ -34,6 +37,9 @@ NUM_SAMPLES = flags.DEFINE_integer(
     "num_samples", 1, "Continuations of the prompt (made and printed 256 at a time, each group its own seed)."
 )
 ALLOW_UNK = flags.DEFINE_boolean("allow_unk", False, "Let <unk> be generated.")
+IN_NUMPY = flags.DEFINE_boolean(
+    "numpy", False, "Generate in NumPy without TensorFlow (interop.generation): other draws than the export's."
+)
 MIXTURE = flags.DEFINE_boolean("mixture", True, "Use the n-gram mixture when MODEL_DIR/mixture.json exists.")
 PRECISION = model_flags.precision_flag("Generate")
 
@@ -46,10 +52,20 @@ def check() -> None:
         raise ConfigError("temperature=nan must be a number (<= 0: greedy).")
     if not -(2**63) <= SEED.value < 2**63:
         raise ConfigError(f"seed={SEED.value} must fit in 64 bits (the signature's int64 seed).")
+    if IN_NUMPY.value and PRECISION.value is not None:
+        raise ConfigError(f"--numpy computes in float32; drop --precision={PRECISION.value}.")
     run_dir.check_trained(MODEL_DIR.value)
 
 
 def main(argv, checked):
+    if IN_NUMPY.value:
+        model = LanguageModel(MODEL_DIR.value, mixture=MIXTURE.value)
+        for i in range(NUM_SAMPLES.value):
+            args = (MAX_TOKENS.value, TEMPERATURE.value, TOP_K.value, generation.sample_seed(SEED.value, i))
+            text = generation.generate(model, PROMPT.value, *args, allow_unk=ALLOW_UNK.value)
+            print(" ".join(part for part in (PROMPT.value, text) if part), flush=True)
+        return
+    app.import_tensorflow_quietly()
     # deferred: TensorFlow loads when this runs, not with the module
     import tensorflow as tf
 
@@ -76,7 +92,7 @@ def main(argv, checked):
 
 
 def run():
-    app.run(main, check)
+    app.run(main, check, tensorflow=False)  # loaded in `main` unless --numpy
 
 
 if __name__ == "__main__":

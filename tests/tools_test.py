@@ -254,6 +254,45 @@ def test_generation_never_samples_unk_unless_asked(trained):
     assert not any(b"<unk>" in t for t in without) and any(b"<unk>" in t for t in with_unk)
 
 
+def test_generate_in_numpy_is_greedy_as_the_signature_and_needs_no_tensorflow(trained, tmp_path):
+    """`generate --numpy --temperature=0` prints the signature's greedy text, in a Python where importing
+    TensorFlow fails; `--numpy` with `--precision` is one sentence."""
+    args = [f"--model_dir={trained['model']}", "--prompt=the cat", "--max_tokens=8", "--temperature=0"]
+    graph = helpers.run_binary("nplm_tf.generate", *args, "--num_samples=2")
+    numpy = helpers.run_binary(
+        "nplm_tf.generate", *args, "--num_samples=2", "--numpy", env=helpers.without_tensorflow(tmp_path)
+    )
+    assert graph.returncode == numpy.returncode == 0, numpy.stderr[-2000:]
+    assert numpy.stdout == graph.stdout and len(numpy.stdout.split()) > 3
+    refused = helpers.run_binary("nplm_tf.generate", *args, "--numpy", "--precision=float32")
+    assert refused.returncode == 1 and "--numpy computes in float32; drop --precision" in refused.stderr
+
+
+@pytest.mark.parametrize("temperature,top_k", [(1.0, 0), (2.0, 0), (0.5, 3)])
+def test_generating_in_numpy_draws_the_next_word_as_the_settings_say(trained, temperature, top_k):
+    """The first word after a prompt, over 2,000 seeds, comes in proportion to P^(1/temperature) over every word
+    (or the k best), `<unk>` left out; the same seed gives the same text."""
+    import nplm_tf
+    from nplm_tf.interop import generation
+
+    model = nplm_tf.LanguageModel(trained["model"])
+    start, state = nplm_tf.State(), nplm_tf.State()
+    model.BeginSentenceWrite(start)
+    model.BaseScore(start, "the", state)
+    p = 10 ** model.next_word_log10(state)
+    p[1] = 0.0  # <unk>
+    if top_k:
+        p[np.argsort(-p, kind="stable")[top_k:]] = 0.0
+    p = p ** (1 / temperature)
+    draws = 2000
+    first = [generation.generate(model, "the", 1, temperature, top_k, seed) for seed in range(draws)]
+    ids = {w: i for i, w in enumerate(model.vocab.words)}
+    frequency = np.bincount([ids[w or "</s>"] for w in first], minlength=model.vocab_size) / draws
+    helpers.assert_drawn_in_proportion(frequency, p / p.sum(), draws, 5)
+    texts = [generation.generate(model, "the", 6, temperature, top_k, seed) for seed in (4, 4, 5)]
+    assert texts[0] == texts[1] and "<unk>" not in " ".join(texts)
+
+
 def test_rescore_appends_querys_line_totals_and_reports_bad_lines(trained):
     hypotheses = ["the dog was sleeping .", "the cat is eating .", "the zebra was red ."]
     nbest = [f"{i // 2} ||| {h} ||| LM0= -1.5 TM0= -2 -3 ||| -4.25" for i, h in enumerate(hypotheses)]
