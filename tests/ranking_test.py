@@ -138,10 +138,17 @@ def test_numpy_scores_targets_as_tensorflow_and_as_its_distribution(name):
 
 
 def test_the_numpy_engines_ranking_and_drawing_keep_their_rules():
-    """top k: largest first, ties to the lower index; a column of probability 0 is never drawn."""
+    """top k: largest first, ties to the lower index, for a k small enough to partition and for a large one,
+    with many ties at the k-th value; a column of probability 0 is never drawn."""
     values, ids = NUMPY.top_k(np.array([[1.0, 3.0, 3.0, 0.0, 3.0]]), 4)
     np.testing.assert_array_equal(ids, [[1, 2, 4, 0]])
     np.testing.assert_array_equal(values, [[3.0, 3.0, 3.0, 1.0]])
+    x = np.random.default_rng(3).integers(0, 12, size=(40, 300)).astype(np.float32)  # about 25 of each value
+    ranked = np.argsort(-x, axis=1, kind="stable")
+    for k in (1, 5, 30, 37, 299, 300):
+        values, ids = NUMPY.top_k(x, k)
+        np.testing.assert_array_equal(ids, ranked[:, :k])
+        np.testing.assert_array_equal(values, np.take_along_axis(x, ranked[:, :k], axis=1))
     with np.errstate(divide="ignore"):
         log_p = np.log(np.tile([0.5, 0.0, 0.5], (4000, 1)))
     drawn = NUMPY.categorical(log_p, NUMPY.fold_in(np.array([1, 2]), 0))

@@ -96,8 +96,19 @@ class Numpy:
     @staticmethod
     def top_k(x, k):
         """The k largest entries of each row, largest first, ties to the lower index: (values (rows, k), indices
-        (rows, k) int64). A stable sort of each row (what the tools rank: a few rows at a time)."""
-        order = np.argsort(-x, axis=1, kind="stable")[:, : int(k)]
+        (rows, k) int64). A small k takes each row's entries at least as large as its k-th (`np.partition`,
+        ties at the k-th included) and sorts only those; a large one sorts the rows (stably)."""
+        k, (rows, n) = int(k), x.shape
+        if 0 < k and 8 * k < n:
+            neg = -x
+            kth = np.partition(neg, k - 1, axis=1)[:, k - 1 : k]
+            row, column = np.nonzero(neg <= kth)  # row by row, each row's columns ascending
+            counts = np.bincount(row, minlength=rows)
+            if counts.min(initial=k) >= k:  # (not where NaN stands among the k best: sorted below)
+                ranked = column[np.lexsort((column, neg[row, column], row))]
+                order = ranked[(np.cumsum(counts) - counts)[:, None] + np.arange(k)]
+                return np.take_along_axis(x, order, axis=1), order.astype(np.int64)
+        order = np.argsort(-x, axis=1, kind="stable")[:, :k]
         return np.take_along_axis(x, order, axis=1), order.astype(np.int64)
 
     @staticmethod
@@ -141,8 +152,11 @@ class Numpy:
 
     # ---------------------------------------------------------------- elementwise --
 
-    log, log1p, exp, minimum, maximum, where = (
-        staticmethod(f) for f in (np.log, np.log1p, np.exp, np.minimum, np.maximum, np.where)
+    log, log1p, exp, tanh, minimum, maximum, where, clip = (
+        staticmethod(f) for f in (np.log, np.log1p, np.exp, np.tanh, np.minimum, np.maximum, np.where, np.clip)
+    )
+    matmul, ones_like, floormod, reshape, repeat, tile = (
+        staticmethod(f) for f in (np.matmul, np.ones_like, np.mod, np.reshape, np.repeat, np.tile)
     )
 
     @staticmethod
@@ -162,14 +176,6 @@ class Numpy:
         return np.asarray(x, np.int64)
 
     @staticmethod
-    def ones_like(x):
-        return np.ones_like(x)
-
-    @staticmethod
-    def floormod(x, y):
-        return np.mod(x, y)
-
-    @staticmethod
     def cast(x, dtype):
         """x in `dtype` (a NumPy type, or its name)."""
         return np.asarray(x).astype(dtype)
@@ -179,21 +185,9 @@ class Numpy:
         return np.asarray(x, bool)
 
     @staticmethod
-    def clip(x, low, high):
-        return np.clip(x, low, high)
-
-    @staticmethod
     def as_int(mask):
         """A boolean array as 0/1 integers."""
         return np.asarray(mask).astype(np.int64)
-
-    @staticmethod
-    def tanh(x):
-        return np.tanh(x)
-
-    @staticmethod
-    def matmul(x, y):
-        return x @ y
 
     # ---------------------------------------------------------------------- shape --
 
@@ -219,16 +213,8 @@ class Numpy:
         return np.stack(arrays, axis=axis)
 
     @staticmethod
-    def tile(x, multiples):
-        return np.tile(x, multiples)
-
-    @staticmethod
     def concat(arrays, axis=1):
         return np.concatenate(arrays, axis=axis)
-
-    @staticmethod
-    def reshape(x, shape):
-        return np.reshape(x, shape)
 
     @staticmethod
     def pad_columns(x, count, value):
@@ -236,10 +222,6 @@ class Numpy:
         return np.pad(x, [(0, 0), (0, count)], constant_values=value)
 
     # -------------------------------------------------------------------- indices --
-
-    @staticmethod
-    def repeat(x, counts):
-        return np.repeat(x, counts)
 
     @staticmethod
     def cumsum(x, axis=None):
