@@ -19,11 +19,12 @@ from nplm_tf.baselines import kn_short_list, suffixes
 from nplm_tf.baselines import kneser_ney as kn
 
 
-def ranked_tables(model: kn.KneserNey, list_size: int) -> dict[str, np.ndarray]:
-    """What `TailRanking` reads of a Kneser-Ney model, the short list being ids 0..N-1.
+def ranked_tables(model: kn.KneserNey, list_size: int, discounted: list[np.ndarray]) -> dict[str, np.ndarray]:
+    """What `TailRanking`'s `top_k` and `sample` read of a Kneser-Ney model, the short list being ids 0..N-1;
+    `discounted`: p̃ of each order's tail n-grams (`kn_short_list.short_list_tables`' third part, whose first two,
+    m() of the unigram and the Δ, the holder keeps as `base_mass` and `deltas` for m(C)).
 
-    `base_mass` m() of the unigram and `deltas` (`kn_short_list.short_list_tables`): m(C) by its recursion. The
-    contexts of every order k ≥ 2 (the (k-1)-grams) are numbered one after another, order 2's first
+    The contexts of every order k ≥ 2 (the (k-1)-grams) are numbered one after another, order 2's first
     (`context_offsets`); `starts[g]` is where context g's tail successors begin in `ranked_words` /
     `ranked_probs` (CSR offsets, one per context plus one), sorted by p_k(w | h) within each. Order 1 ranks
     the whole tail by its unigram probability (`head`, `head_probs`). Each table ends with a word -1 of
@@ -32,7 +33,6 @@ def ranked_tables(model: kn.KneserNey, list_size: int) -> dict[str, np.ndarray]:
     `head_cumulative`, the same over `head`'s unigram probabilities.
     """
     n = list_size
-    base, deltas, discounted = kn_short_list.short_list_tables(model, n)
     unigram = model.orders[1].prob
     head = n + np.argsort(-unigram[n : model.vocab_size], kind="stable")
     offsets, starts, words, probs, own = [], [], [], [], []
@@ -53,8 +53,6 @@ def ranked_tables(model: kn.KneserNey, list_size: int) -> dict[str, np.ndarray]:
         total += rows.size
     starts.append(np.array([total]))
     return {
-        "base_mass": float(base),
-        "deltas": deltas,
         "head": np.append(head, -1),
         "head_probs": np.append(unigram[head], 0.0),
         "head_cumulative": np.cumsum(np.append(0.0, unigram[head])),
@@ -263,11 +261,11 @@ class NumpyTail(TailRanking):
     def __init__(self, model: kn.KneserNey, list_size: int, head):
         self.list_size, self.vocab_size, self.owner, self.model = int(list_size), model.vocab_size, head, model
         self.ngram = suffixes.NumpyKneserNey(model)
-        self.base_mass, self.deltas, _ = kn_short_list.short_list_tables(model, list_size)
+        self.base_mass, self.deltas, self.discounted = kn_short_list.short_list_tables(model, list_size)
 
     def __getattr__(self, name: str):  # only for attributes not yet set: the ranked tables
-        if name in ("model", "ngram") or name.startswith("__"):
+        if name in ("model", "ngram", "discounted") or name.startswith("__"):
             raise AttributeError(name)
-        for table, values in ranked_tables(self.model, self.list_size).items():
+        for table, values in ranked_tables(self.model, self.list_size, self.discounted).items():
             setattr(self, table, values)
         return object.__getattribute__(self, name)

@@ -56,11 +56,11 @@ class ShortListTail(tf.Module, tail_ranking.TailRanking):
         self.list_size, self.vocab_size = int(list_size), ngram.vocab_size
         self.owner = head  # plain Python: not tracked by tf.Module
         self.ngram = ngram_graph.ServingKneserNey(ngram, name="tail_ngram")
-        base, deltas, _ = kn_short_list.short_list_tables(ngram, list_size)
+        base, deltas, discounted = kn_short_list.short_list_tables(ngram, list_size)
         self.base_mass = float(base)
         self.deltas = [tf.Variable(d, dtype=tf.float64, trainable=False) for d in deltas]
-        # the model, for `rank_tail` (a namespace, so tf.Module does not track it)
-        self._model = types.SimpleNamespace(model=ngram)
+        # the model and its tail's p̃, for `rank_tail` (a namespace, so tf.Module does not track them)
+        self._model = types.SimpleNamespace(model=ngram, discounted=discounted)
         self.ranked_words = None
 
     def rank_tail(self) -> None:
@@ -68,8 +68,8 @@ class ShortListTail(tf.Module, tail_ranking.TailRanking):
         offsets in `id_table`s."""
         if self.ranked_words is not None:
             return
-        tables = tail_ranking.ranked_tables(self._model.model, self.list_size)
-        self._model.model = None  # in the tables now
+        tables = tail_ranking.ranked_tables(self._model.model, self.list_size, self._model.discounted)
+        self._model.model = self._model.discounted = None  # in the tables now
         total = int(tables["starts"][-1])
         self.head = id_table(tables["head"], self.vocab_size)
         self.starts = id_table(tables["starts"], total)
