@@ -21,6 +21,7 @@ from absl import flags
 
 from nplm_tf.core import run_dir
 from nplm_tf.core.config import ConfigError
+from nplm_tf.engines import NUMPY
 from nplm_tf.interop import generation
 from nplm_tf.interop.language_model import LanguageModel
 from nplm_tf.network import loading
@@ -61,7 +62,7 @@ def main(argv, checked):
     if IN_NUMPY.value:
         model = LanguageModel(MODEL_DIR.value, mixture=MIXTURE.value)
         for i in range(NUM_SAMPLES.value):
-            args = (MAX_TOKENS.value, TEMPERATURE.value, TOP_K.value, generation.sample_seed(SEED.value, i))
+            args = (MAX_TOKENS.value, TEMPERATURE.value, TOP_K.value, NUMPY.derived_seed(SEED.value, i))
             text = generation.generate(model, PROMPT.value, *args, allow_unk=ALLOW_UNK.value)
             print(" ".join(part for part in (PROMPT.value, text) if part), flush=True)
         return
@@ -85,7 +86,7 @@ def main(argv, checked):
             tf.constant(MAX_TOKENS.value),
             tf.constant(TEMPERATURE.value, tf.float32),
             tf.constant(TOP_K.value),
-            tf.constant(sampling.group_seed(SEED.value, group), tf.int64),
+            tf.constant(NUMPY.derived_seed(SEED.value, group), tf.int64),
             tf.constant(ALLOW_UNK.value),
         )
         print("\n".join(text.decode("utf-8") for text in out["text"].numpy()), flush=True)

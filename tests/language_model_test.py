@@ -187,6 +187,8 @@ def test_bad_input_is_one_sentence(models, tmp_path):
         model.top_words(state, -1)
     with pytest.raises(UserError, match="seed=1.5 must be an integer"):
         model.sample_word(state, 1.5)
+    with pytest.raises(UserError, match=r"temperature=0 must be above 0 \(greedy: `top_words\(state, 1\)`\)"):
+        model.sample_word(state, 1, temperature=0)
 
 
 @pytest.mark.parametrize("name,mixture", [("kn3", True), ("class", True), ("class", False), ("softmax", True)])

@@ -135,6 +135,12 @@ class Numpy:
         words = [int(s) % 2**64 for s in np.asarray(seed).ravel()] + [int(data)]
         return np.random.SeedSequence(words).generate_state(2, np.uint64).view(np.int64)
 
+    @classmethod
+    def derived_seed(cls, seed: int, n: int) -> int:
+        """`seed` itself for n = 0, else a 64-bit seed drawn from (seed, n) (`fold_in`'s first word): the seed of a
+        run's n-th group of draws, so that no two groups (of this seed or another) repeat each other's."""
+        return seed if n == 0 else int(cls.fold_in([seed], n)[0])
+
     @staticmethod
     def uniform(seed, rows):
         """`rows` uniform float64 draws in [0, 1) of a seed pair (NumPy's Philox: not TensorFlow's stream)."""

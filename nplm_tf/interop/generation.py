@@ -61,14 +61,6 @@ def generate(
     return " ".join(words)
 
 
-def sample_seed(seed: int, sample: int) -> int:
-    """The seed of a run's `sample`-th text: `seed` itself for the first, then a 64-bit seed drawn from (seed,
-    sample), so that no two texts repeat each other's draws."""
-    if sample == 0:
-        return seed
-    return int(np.random.SeedSequence([seed % 2**64, sample]).generate_state(1, np.uint64).view(np.int64)[0])
-
-
 def _after(model: LanguageModel, state: State, word: str) -> State:
     out = State()
     model.BaseScore(state, word, out)
@@ -85,9 +77,4 @@ def _next_word(model: LanguageModel, state: State, temperature: float, top_k: in
             return kept[0][0]
         logits = np.array([value for _, value in kept]) * math.log(10) / max(temperature, 1e-6)
         return kept[int(NUMPY.categorical(logits[None, :], seed)[0])][0]
-    if temperature == 1.0:
-        return model.sample_word(state, int(seed[0]), allow_unk)
-    log_p = model.next_word_log10(state) * math.log(10) / temperature
-    if not allow_unk:
-        log_p[1] = -np.inf  # <unk>
-    return model.vocab.words[int(NUMPY.categorical(log_p[None, :], seed)[0])]
+    return model.sample_word(state, int(seed[0]), allow_unk, temperature)

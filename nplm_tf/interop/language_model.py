@@ -257,16 +257,18 @@ class LanguageModel:
                 values, ids = np.log10(ranked[0]), ranked[1]
         return [(self.vocab.words[i], float(v)) for i, v in zip(ids.tolist(), values, strict=True)]
 
-    def sample_word(self, state: State, seed: int, allow_unk: bool = False) -> str:
-        """A next word drawn in proportion to P(w | state), `<unk>` never unless `allow_unk` (the others keep
-        their proportions); the same seed draws the same word. A lone network draws by its head."""
+    def sample_word(self, state: State, seed: int, allow_unk: bool = False, temperature: float = 1.0) -> str:
+        """A next word drawn in proportion to P(w | state)^(1/temperature), `<unk>` never unless `allow_unk` (the
+        others keep their proportions); the same seed draws the same word. A lone network draws by its head."""
         self._check_state(state)
         if isinstance(seed, bool) or not isinstance(seed, int):
             raise UserError(f"seed={seed!r} must be an integer.")
+        if not temperature > 0:
+            raise UserError(f"temperature={temperature!r} must be above 0 (greedy: `top_words(state, 1)`).")
         pair, banned = np.array([seed % 2**64, 0], np.uint64).view(np.int64), None if allow_unk else 1
-        i = self._source.drawn(state.words, pair, banned)
+        i = self._source.drawn(state.words, pair, banned) if temperature == 1.0 else None
         if i is None:
-            log_p = self.next_word_log10(state) / _LOG10_E
+            log_p = self.next_word_log10(state) / (_LOG10_E * temperature)
             log_p[banned if banned is not None else []] = -np.inf
             i = int(NUMPY.categorical(log_p[None, :], NUMPY.fold_in(pair, 0))[0])
         return self.vocab.words[i]

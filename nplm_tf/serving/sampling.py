@@ -3,21 +3,10 @@ a step at a time, among the k best or from the whole distribution, with stateles
 
 from __future__ import annotations
 
-import numpy as np
 import tensorflow as tf
 
 GENERATE_ROWS = 256  # `nplm_tf.generate` makes its --num_samples rows this many at a time
 MAX_GENERATE = 1024  # generate's max_tokens is clipped to this
-
-
-def group_seed(seed: int, group: int) -> int:
-    """`nplm_tf.generate`'s seed for its `group`-th GENERATE_ROWS rows: `seed` itself for the first, then a
-    64-bit seed drawn from (seed, group), so that no two groups (of this seed or another) repeat each other's."""
-    if group == 0:
-        return seed
-
-    state = np.random.SeedSequence([seed % 2**64, group]).generate_state(1, np.uint64)
-    return int(state.view(np.int64)[0])
 
 
 def generate(server, prompt, max_tokens, temperature, top_k, seed, allow_unk=False) -> dict[str, tf.Tensor]:
